@@ -1,0 +1,1 @@
+"""Presenting results: tables, files, CI dashboard exports and charts. Tests only record."""

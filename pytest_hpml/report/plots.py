@@ -1,0 +1,135 @@
+"""Charts from records, drawn by the controller at the end of the session (matplotlib extra)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from pytest_hpml.report.tables import _unique, group_by_experiment
+from pytest_hpml.results import Record
+
+
+def matplotlib_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on CI runners or GPU boxes
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _value(record: Record, key: str) -> float | None:
+    """A parameter or a metric of the row, whichever the chart names."""
+    if key in record.params:
+        try:
+            return float(record.params[key])
+        except (TypeError, ValueError):
+            return None
+    m = record.metric(key)
+    return m.value if m is not None and math.isfinite(m.value) else None
+
+
+def line_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path | None:
+    where = spec.get("where") or {}
+    # A list in `where` admits several values (e.g. the CPU rows beside one memory mode).
+    rows = [r for r in records if all(
+        r.params.get(k) in v if isinstance(v, (list, tuple)) else r.params.get(k) == v
+        for k, v in where.items())]
+    series_key = spec.get("series")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    drawn = False
+    for name in _unique(r.params.get(series_key) for r in rows) if series_key else [None]:
+        points = sorted(
+            (x, y) for r in rows if series_key is None or r.params.get(series_key) == name
+            for x, y in [(_value(r, spec["x"]), _value(r, spec["y"]))]
+            if x is not None and y is not None
+        )
+        if points:
+            label = str(name) if name is not None else None
+            ax.plot(*zip(*points, strict=True), marker="o", label=label)
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xscale("log" if spec.get("logx", True) else "linear")
+    ax.set_yscale("log" if spec.get("logy", True) else "linear")
+    ax.set_xlabel(spec.get("xlabel", spec["x"]))
+    ax.set_ylabel(spec.get("ylabel", spec["y"]))
+    ax.set_title(spec.get("title", ""))
+    ax.grid(True, which="both", alpha=0.3)
+    if series_key:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def roofline_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path | None:
+    """Points (arithmetic intensity, achieved FLOP/s) under min(peak, intensity x bandwidth)."""
+    points = []
+    peak = bandwidth = None
+    for r in records:
+        x, y = _value(r, spec["x"]), _value(r, spec["y"])
+        peak = _value(r, spec["peak"]) or peak
+        bandwidth = _value(r, spec["bandwidth"]) or bandwidth
+        if x and y:
+            points.append((x, y, str(r.params.get(spec.get("label", ""), r.id))))
+    if not points or not peak or not bandwidth:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    ridge = peak / bandwidth
+    xs = [min(p[0] for p in points + [(ridge, 0, "")]) / 4, ridge,
+          max(p[0] for p in points + [(ridge, 0, "")]) * 4]
+    ax.plot(xs, [min(peak, x * bandwidth) for x in xs], color="black",
+            label=f"roof: {peak / 1e12:.3g} TFLOP/s, {bandwidth / 1e9:.3g} GB/s (measured)")
+    for x, y, label in points:
+        ax.scatter([x], [y])
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity [FLOP/B]")
+    ax.set_ylabel("FLOP/s")
+    ax.set_title(spec.get("title", "Roofline"))
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def draw_all(directory: Path, records: list[Record]) -> list[Path]:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for group in group_by_experiment(records).values():
+        specs = _unique_specs(r.views.get("plots", []) for r in group)
+        for spec in specs:
+            draw = roofline_chart if spec.get("kind") == "roofline" else line_chart
+            out = draw(directory / spec["filename"], group, spec)
+            if out:
+                written.append(out)
+    return written
+
+
+def _unique_specs(lists) -> list[dict[str, Any]]:
+    seen, out = set(), []
+    for specs in lists:
+        for spec in specs:
+            key = repr(sorted(spec.items()))
+            if key not in seen:
+                seen.add(key)
+                out.append(spec)
+    return out

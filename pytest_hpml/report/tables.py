@@ -1,0 +1,182 @@
+"""Tables from records: one per experiment, pivots where a test asks, and baseline comparisons."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_hpml.results import Metric, Record
+from pytest_hpml.units import _number, scale_for
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[Any]]
+    notes: list[str] = field(default_factory=list)
+
+
+def group_by_experiment(records: Iterable[Record]) -> dict[str, list[Record]]:
+    groups: dict[str, list[Record]] = {}
+    for record in sorted(records, key=lambda r: _sortable(r.order)):
+        groups.setdefault(record.experiment, []).append(record)
+    return groups
+
+
+def _sortable(order: list[Any]) -> list[tuple[int, Any]]:
+    # Mixed str/int keys: compare type tags first so sorting never raises.
+    return [(0, v) if isinstance(v, (int, float)) else (1, str(v)) for v in order]
+
+
+def _unique(values: Iterable[Any]) -> list[Any]:
+    seen: dict[Any, None] = {}
+    for v in values:
+        seen.setdefault(v, None)
+    return list(seen)
+
+
+def _column_scale(unit: str, values: list[float]) -> tuple[float, str]:
+    finite = [abs(v) for v in values if v is not None and math.isfinite(v) and v != 0]
+    return scale_for(unit, statistics.median(finite)) if finite else (1.0, unit)
+
+
+def _cell(metric: Metric | None, factor: float) -> str:
+    if metric is None:
+        return ""
+    if not math.isfinite(metric.value):
+        return str(metric.value)
+    text = _number(metric.value / factor)
+    if metric.iqr is not None:
+        text += f" ± {_number(metric.iqr / factor)}"
+    return text
+
+
+def _header(name: str, unit: str) -> str:
+    return f"{name} [{unit}]" if unit else name
+
+
+def _metric_columns(records: list[Record], names: list[str] | None = None) -> list[tuple[str, str]]:
+    found = _unique(m.name for r in records for m in r.metrics if m.verdict != "missing")
+    if names:
+        found = [n for n in names if n in found]
+    units = {}
+    for r in records:
+        for m in r.metrics:
+            units.setdefault(m.name, m.unit)
+    return [(n, units[n]) for n in found]
+
+
+def wide_table(title: str, records: list[Record]) -> Table:
+    params = _unique(k for r in records for k in r.params)
+    columns = _metric_columns(records)
+    headers = list(params)
+    scales = []
+    for name, unit in columns:
+        factor, shown = _column_scale(unit, [r.metric(name).value for r in records
+                                             if r.metric(name)])
+        scales.append(factor)
+        headers.append(_header(name, shown))
+    rows = []
+    for r in records:
+        row = [r.params.get(p, "") for p in params]
+        row += [_cell(r.metric(name), f) for (name, _), f in zip(columns, scales, strict=True)]
+        rows.append(row)
+    return Table(title, headers, rows, notes=_notes(records))
+
+
+def pivot_tables(title: str, records: list[Record], spec: dict[str, Any]) -> list[Table]:
+    """Rows by `index` params, one column group per value of `columns`, split into tables."""
+    index = spec.get("index") or []
+    index = [index] if isinstance(index, str) else list(index)
+    column = spec["columns"]
+    split = spec.get("split")
+    columns = _metric_columns(records, spec.get("metrics"))
+    tables = []
+    for part in _unique(r.params.get(split) for r in records) if split else [None]:
+        subset = [r for r in records if split is None or r.params.get(split) == part]
+        col_values = _unique(r.params.get(column) for r in subset)
+        keys = _unique(tuple(r.params.get(i) for i in index) for r in subset)
+        headers = list(index)
+        cells: list[tuple[Any, str, float]] = []
+        for value in col_values:
+            for name, unit in columns:
+                vals = [r.metric(name).value for r in subset
+                        if r.params.get(column) == value and r.metric(name)]
+                if not vals:
+                    continue
+                factor, shown = _column_scale(unit, vals)
+                cells.append((value, name, factor))
+                headers.append(f"{value} {_header(name, shown)}")
+        rows = []
+        for key in keys:
+            row: list[Any] = list(key)
+            for value, name, factor in cells:
+                match = [r for r in subset if r.params.get(column) == value
+                         and tuple(r.params.get(i) for i in index) == key]
+                row.append(_cell(match[0].metric(name) if match else None, factor))
+            rows.append(row)
+        suffix = f" ({split}={part})" if split else ""
+        tables.append(Table(title + suffix, headers, rows, notes=_notes(subset)))
+    return tables
+
+
+def comparison_table(records: list[Record]) -> Table | None:
+    rows = []
+    for r in sorted(records, key=lambda r: _sortable(r.order)):
+        for m in r.metrics:
+            if m.verdict is None or m.note == "correctness":
+                continue
+            factor, shown = scale_for(m.unit, m.baseline if m.baseline is not None else m.value)
+            rows.append([
+                r.experiment.rsplit("::", 1)[-1],
+                ", ".join(f"{k}={v}" for k, v in r.params.items()),
+                m.name,
+                "" if m.baseline is None else f"{_number(m.baseline / factor)} {shown}".strip(),
+                "" if m.verdict == "missing" else f"{_number(m.value / factor)} {shown}".strip(),
+                "" if m.change is None else f"{m.change:+.1%}",
+                m.verdict,
+                "" if m.p_value is None else f"{m.p_value:.2g}",
+            ])
+    if not rows:
+        return None
+    return Table("Comparison with baseline",
+                 ["experiment", "params", "metric", "baseline", "current", "change", "verdict",
+                  "p"], rows)
+
+
+def _notes(records: list[Record]) -> list[str]:
+    notes = [f"{r.id}: {w}" for r in records for w in r.warnings]
+    labelled = _unique(m.note for r in records for m in r.metrics
+                       if m.note and m.note != "correctness")
+    return notes + [f"note: {n}" for n in labelled]
+
+
+def build_tables(records: list[Record], compare: bool = False) -> list[Table]:
+    tables: list[Table] = []
+    for title, group in group_by_experiment(records).items():
+        spec = next((r.views["pivot"] for r in group if r.views.get("pivot")), None)
+        if spec:
+            tables.extend(pivot_tables(title, group, spec))
+        else:
+            tables.append(wide_table(title, group))
+    if compare:
+        table = comparison_table(records)
+        if table:
+            tables.append(table)
+    return tables
+
+
+def render(tables: list[Table], fmt: str = "simple") -> str:
+    from tabulate import tabulate
+
+    parts = []
+    for t in tables:
+        heading = f"## {t.title}" if fmt == "github" else t.title
+        body = tabulate(t.rows, headers=t.headers, tablefmt=fmt, disable_numparse=True)
+        notes = "\n".join(f"  {n}" if fmt != "github" else f"- {n}" for n in t.notes)
+        parts.append("\n".join((heading, "", body, "", notes)).rstrip())
+    return "\n\n".join(parts) + "\n"

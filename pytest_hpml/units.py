@@ -1,0 +1,52 @@
+"""SI base units inside, readable units when printing."""
+
+from __future__ import annotations
+
+import math
+
+_PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+_SUB_SECOND = [(1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")]
+_SCALED_UNITS = {"B/s", "FLOP/s", "FLOP", "B", "OP/s", "OP"}
+
+
+def scale_for(unit: str, value: float) -> tuple[float, str]:
+    """The factor to divide by and the printed unit for `value` given in `unit`."""
+    magnitude = abs(value)
+    if unit == "s":
+        if magnitude == 0 or not math.isfinite(magnitude):
+            return 1.0, "s"
+        for factor, name in _SUB_SECOND:
+            if magnitude >= factor:
+                return factor, name
+        return 1e-9, "ns"
+    if unit in _SCALED_UNITS:
+        base, rest = (unit.split("/", 1) + [""])[:2]
+        for factor, prefix in _PREFIXES:
+            if magnitude >= factor:
+                return factor, f"{prefix}{base}" + (f"/{rest}" if rest else "")
+        return 1.0, unit
+    return 1.0, unit
+
+
+def format_value(value: float, unit: str, spread: float | None = None) -> str:
+    """'1.23 ms', or '1.23 ± 0.04 ms' with a spread (an IQR) in the same unit."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} {unit}".strip()
+    factor, shown = scale_for(unit, value)
+    text = _number(value / factor)
+    if spread is not None:
+        text += f" ± {_number(spread / factor)}"
+    return f"{text} {shown}".strip()
+
+
+def _number(x: float) -> str:
+    """Four significant digits, fixed-point in the readable range, scientific outside it."""
+    if x == 0:
+        return "0"
+    magnitude = abs(x)
+    if magnitude >= 1e5 or magnitude < 1e-3:
+        return f"{x:.3e}"
+    decimals = max(0, 3 - math.floor(math.log10(magnitude)))
+    return f"{x:.{decimals}f}"

@@ -1,0 +1,112 @@
+"""MNIST and CIFAR-10 for the labs: the real ones when present, else a learnable stand-in.
+
+Real data comes through torchvision.datasets from the data root (downloaded only when asked).
+The stand-in has the same shapes and 10 classes: each class is a fixed random template plus
+noise, so a model can learn it and accuracy means something, but it is never a published
+figure; records say which one they used through `source`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+SHAPES = {"MNIST": (1, 28, 28), "CIFAR-10": (3, 32, 32)}
+SIZES = {"train": {"MNIST": 60_000, "CIFAR-10": 50_000},
+         "test": {"MNIST": 10_000, "CIFAR-10": 10_000}}
+NUM_CLASSES = 10
+
+
+@dataclass
+class LabData:
+    images: torch.Tensor  # (N, C, H, W) float32 in [0, 1]
+    labels: torch.Tensor  # (N,) int64
+    name: str  # "MNIST" | "CIFAR-10"
+    split: str  # "train" | "test"
+    synthetic: bool
+
+    @property
+    def source(self) -> str:
+        return f"synthetic-{self.name}" if self.synthetic else self.name
+
+    def __len__(self) -> int:
+        return self.labels.numel()
+
+    def flat(self) -> torch.Tensor:
+        """(N, C*H*W): the MLP's view of the images."""
+        return self.images.reshape(len(self), -1)
+
+
+def _check_split(split: str) -> None:
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+
+
+def synthetic(name: str, split: str, n: int | None = None, seed: int = 0) -> LabData:
+    """Deterministic stand-in: class templates shared by both splits, noise per split."""
+    _check_split(split)
+    shape = SHAPES[name]
+    n = SIZES[split][name] if n is None else n
+    if n < 0:
+        raise ValueError(f"number of images must be >= 0, got {n}")
+    g = torch.Generator().manual_seed(seed)
+    # Low-resolution templates upsampled: smooth, image-like class prototypes.
+    low = torch.rand(NUM_CLASSES, shape[0], shape[1] // 4, shape[2] // 4, generator=g)
+    templates = torch.nn.functional.interpolate(low, size=shape[1:], mode="bilinear",
+                                                align_corners=False)
+    g_split = torch.Generator().manual_seed(seed + (1 if split == "train" else 2))
+    labels = torch.randint(0, NUM_CLASSES, (n,), generator=g_split)
+    noise = torch.randn(n, *shape, generator=g_split) * 0.35
+    images = (templates[labels] + noise).clamp_(0.0, 1.0)
+    return LabData(images, labels, name, split, synthetic=True)
+
+
+def _torchvision(name: str, split: str, root: Path, download: bool) -> LabData | None:
+    import numpy as np
+    from torchvision import datasets
+
+    cls = datasets.MNIST if name == "MNIST" else datasets.CIFAR10
+    try:
+        ds = cls(str(root), train=(split == "train"), download=download)
+    except RuntimeError:  # torchvision: "Dataset not found. You can use download=True ..."
+        return None
+    data = ds.data if isinstance(ds.data, torch.Tensor) else torch.from_numpy(np.asarray(ds.data))
+    if data.ndim == 3:  # MNIST: (N, 28, 28) uint8
+        data = data.unsqueeze(1)
+    else:  # CIFAR-10: (N, 32, 32, 3) uint8
+        data = data.permute(0, 3, 1, 2)
+    images = data.contiguous().float().div_(255.0)
+    labels = torch.as_tensor(ds.targets, dtype=torch.int64)
+    return LabData(images, labels, name, split, synthetic=False)
+
+
+def load(name: str, split: str = "train", root: Path | str | None = None,
+         download: bool = False, limit: int | None = None) -> LabData:
+    """The real data set when under `root` (or downloaded, if asked), else the stand-in."""
+    _check_split(split)
+    if name not in SHAPES:
+        raise ValueError(f"unknown data set {name!r}; choose from {list(SHAPES)}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    data = None
+    if root is not None:
+        data = _torchvision(name, split, Path(root), download)
+        if data is None and download:
+            raise RuntimeError(f"{name} could not be downloaded into {root}")
+    if data is None:
+        return synthetic(name, split, limit)
+    if limit is not None:
+        data = LabData(data.images[:limit], data.labels[:limit], name, split, data.synthetic)
+    return data
+
+
+def load_mnist(split: str = "train", root: Path | str | None = None, download: bool = False,
+               limit: int | None = None) -> LabData:
+    return load("MNIST", split, root, download, limit)
+
+
+def load_cifar10(split: str = "train", root: Path | str | None = None, download: bool = False,
+                 limit: int | None = None) -> LabData:
+    return load("CIFAR-10", split, root, download, limit)

@@ -1,0 +1,106 @@
+"""How much does this machine's noise move the harness's own figures?
+
+Runs suites/harness N times (each a fresh pytest process, JSON report with samples), then
+  * the coefficient of variation of the reported median per metric across the runs,
+  * the false-regression count: every run compared with every other run by the same
+    verdict logic as --hpml-compare (nothing changed between runs, so each 'regressed' is
+    a false alarm),
+  * the wall time of 500 trivial tests with and without the plugin.
+
+    python tools/harness_spread.py --runs 10 --out hpml-out/spread
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pytest_hpml.baselines import compare_metric
+from pytest_hpml.results import Metric
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_harness(out: Path, runs: int) -> list[dict]:
+    reports = []
+    for i in range(runs):
+        path = out / f"run-{i}.json"
+        subprocess.run([sys.executable, "-m", "pytest", "suites/harness", "-q",
+                        "-p", "no:cacheprovider", f"--hpml-report={path}"],
+                       cwd=ROOT, check=True, capture_output=True)
+        reports.append(json.loads(path.read_text()))
+    return reports
+
+
+def spread(reports: list[dict]) -> dict[str, float]:
+    values: dict[str, list[float]] = {}
+    for report in reports:
+        for record in report["records"]:
+            for m in record["metrics"]:
+                if m.get("better"):
+                    values.setdefault(f"{record['id']} {m['name']}", []).append(m["value"])
+    return {k: statistics.stdev(v) / statistics.fmean(v) for k, v in values.items()
+            if len(v) > 1}
+
+
+def false_regressions(reports: list[dict]) -> tuple[int, int, dict[str, int]]:
+    verdicts: dict[str, int] = {}
+    regressed = comparisons = 0
+    for old, new in itertools.permutations(reports, 2):
+        base = {(r["id"], m["name"]): Metric.from_dict(m) for r in old["records"]
+                for m in r["metrics"]}
+        for r in new["records"]:
+            for m in r["metrics"]:
+                if not m.get("better") or m.get("note") == "correctness":
+                    continue
+                current = Metric.from_dict(m)
+                compare_metric(current, base.get((r["id"], m["name"])))
+                verdicts[current.verdict] = verdicts.get(current.verdict, 0) + 1
+                comparisons += 1
+                regressed += current.verdict == "regressed"
+    return regressed, comparisons, verdicts
+
+
+def trivial_tests_wall_time(out: Path, count: int = 500) -> dict[str, float]:
+    folder = out / "trivial"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "test_trivial.py").write_text(
+        f"import pytest\n\n\n@pytest.mark.parametrize('i', range({count}))\n"
+        "def test_trivial(i):\n    assert i >= 0\n")
+    times = {}
+    for label, extra in (("without plugin", ["-p", "no:hpml"]), ("with plugin", [])):
+        samples = []
+        for _ in range(3):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "--rootdir", str(folder), str(folder), *extra],
+                           check=True, capture_output=True)
+            samples.append(time.perf_counter() - start)
+        times[label] = statistics.median(samples)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--out", type=Path, default=ROOT / "hpml-out" / "spread")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    reports = run_harness(args.out, args.runs)
+    for name, cv in spread(reports).items():
+        print(f"CV of the median over {args.runs} runs: {cv:.2%}  {name}")
+    regressed, comparisons, verdicts = false_regressions(reports)
+    print(f"false regressions: {regressed} of {comparisons} pairwise metric comparisons "
+          f"({verdicts})")
+    for label, seconds in trivial_tests_wall_time(args.out).items():
+        print(f"500 trivial tests, {label}: {seconds:.2f} s (median of 3)")
+
+
+if __name__ == "__main__":
+    main()
