@@ -1,0 +1,95 @@
+"""Steps the lab's experiments share: inputs, the CPU sum, host-clock timings, CPU rows.
+
+The C++ loop is measured inside every experiment that needs it (for speedups) instead of being
+cached per session: under xdist the tests of one K may run in different processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from pytest_hpml.fixture import Hpml, Recorder
+from pytest_hpml.timing import CpuClock, Timing, measure
+from suites.vector_add.cpu_loop import CompilerNotFound, cpu_vector_add, library
+from suites.vector_add.programs import stream_bytes
+
+NAN = float("nan")
+SEED = 9143
+
+
+def torch_cpu_add(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
+    torch.add(x, y, out=out)
+
+
+#: The CPU columns of the lab's tables, in order.
+CPU_ADDS: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]] = {
+    "C++ loop": cpu_vector_add,
+    "torch CPU": torch_cpu_add,
+}
+
+
+def require_cpp_loop() -> None:
+    """Skip the calling test, with the reason, when the C++ baseline cannot be built."""
+    try:
+        library()
+    except CompilerNotFound as exc:
+        pytest.skip(str(exc))
+
+
+def fill_inputs(x: torch.Tensor, y: torch.Tensor, seed: int = SEED) -> None:
+    """The same uniform [0, 1) inputs for a given length in every test and process."""
+    g = torch.Generator().manual_seed(seed)
+    torch.rand(x.numel(), generator=g, out=x)
+    torch.rand(y.numel(), generator=g, out=y)
+
+
+def time_on_host(row: Recorder, hpml: Hpml, fn: Callable[..., Any], *args: Any,
+                 name: str = "time") -> Timing:
+    """Wall-clock timing of a host-synchronous call, recorded in `row` (lower is better).
+
+    hpml.time follows the test's device (CUDA events on a GPU test); the CPU baselines and the
+    whole GPU programs finish on the host, so they are timed with the host clock instead.
+    """
+    timing = measure(fn, args, clock=CpuClock(), config=hpml.timing_config)
+    metric = row.record(name, timing.median, unit="s", better="lower",
+                        samples=list(timing.samples))
+    metric.iqr = timing.iqr
+    return timing
+
+
+def record_pct_copy_bandwidth(row: Recorder, bandwidth: float, copy_bandwidth: float) -> None:
+    """Achieved bandwidth as a % of the device's measured copy ceiling, and the ceiling itself
+    (informational), so that the % can be traced to the figure it divides by."""
+    row.record("copy_bandwidth", copy_bandwidth, unit="B/s",
+               note="copy_bandwidth: the plugin's measured copy ceiling (read + write)")
+    row.record("pct_copy_bandwidth", 100 * bandwidth / copy_bandwidth, unit="%", better="higher")
+
+
+def record_cpu_adds(hpml: Hpml, x: torch.Tensor, y: torch.Tensor, cpu_sum: torch.Tensor,
+                    scratch: torch.Tensor, copy_bandwidth: float | None = None) -> Timing:
+    """Rows "C++ loop" and "torch CPU": bit-exact checks, time, STREAM bandwidth.
+
+    cpu_sum receives the C++ loop's sum (the reference of every other check); scratch is
+    torch's output. Returns the C++ loop's timing, the baseline of the GPU speedups.
+    """
+    n = x.numel()
+    timings: dict[str, Timing] = {}
+    for label, add in CPU_ADDS.items():
+        out = cpu_sum if label == "C++ loop" else scratch
+        with hpml.row(config=label) as row:
+            out.fill_(NAN)  # an element the add never wrote stays NaN and fails the check
+            add(x, y, out)
+            # The C++ loop is checked against torch's own sum, torch against the C++ loop.
+            row.check_close(out, x + y if label == "C++ loop" else cpu_sum, rtol=0, atol=0)
+            timing = timings[label] = time_on_host(row, hpml, add, x, y, out)
+            bandwidth = row.record_bandwidth("bandwidth", stream_bytes(n), timing).value
+            if copy_bandwidth:
+                record_pct_copy_bandwidth(row, bandwidth, copy_bandwidth)
+            if label != "C++ loop":
+                row.record("speedup", timings["C++ loop"].median / timing.median,
+                           better="higher", note="speedup: C++ loop time / this time")
+    return timings["C++ loop"]

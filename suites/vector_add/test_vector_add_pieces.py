@@ -1,0 +1,234 @@
+"""The lab's pieces, checked on any machine: launch shapes, the C++ loop, the GPU memory guard
+and the freeing of CUDA memory on every path (with a fake CUDA runtime), STREAM's byte count."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import pytest
+import torch
+
+from suites.vector_add import cpu_loop
+from suites.vector_add.cuda_memory import (
+    CudaError,
+    CudaFloats,
+    NotEnoughGpuMemory,
+    check_fits,
+    cuda_floats,
+    cudart_candidates,
+)
+from suites.vector_add.kernel import CONFIGS, config, vector_add
+from suites.vector_add.programs import elements, stream_bytes
+
+pytestmark = pytest.mark.vector_add
+
+GiB = 2**30
+
+
+# -- launch configurations ------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 255, 256, 257, 100_000_000])
+def test_launch_grids_are_the_labs_three_scenarios(n):
+    assert CONFIGS["a"].grid(n) == (1,) and CONFIGS["a"].block == 1
+    assert CONFIGS["b"].grid(n) == (1,) and CONFIGS["b"].block == 256
+    # (c): enough 256-lane programs to give every element its own lane.
+    (programs,) = CONFIGS["c"].grid(n)
+    assert programs * 256 >= n > (programs - 1) * 256
+    assert CONFIGS["b"].num_warps * 32 == 256  # 256 lanes = 8 warps of 32
+
+
+def test_unknown_configuration_names_the_known_ones():
+    with pytest.raises(ValueError, match="use one of a, b, c"):
+        config("d")
+
+
+def test_launcher_rejects_mismatched_or_wrong_dtype_inputs():
+    x = torch.zeros(8)
+    with pytest.raises(ValueError, match="one length"):
+        vector_add(x, torch.zeros(9), torch.zeros(8), CONFIGS["c"])
+    with pytest.raises(ValueError, match="float32"):
+        vector_add(x.double(), x.double(), x.double(), CONFIGS["c"])
+
+
+# -- STREAM's count and the sweep's sizes ---------------------------------------------------
+
+def test_stream_counts_two_reads_and_one_write_of_four_bytes():
+    assert stream_bytes(1_000_000) == 12_000_000
+
+
+def test_k_million_becomes_an_element_count_and_rejects_less_than_one():
+    assert elements(100) == 100_000_000
+    assert elements(0.001) == 1000
+    with pytest.raises(ValueError, match="less than one element"):
+        elements(1e-9)
+
+
+# -- the C++ loop ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cpp_loop():
+    try:
+        return cpu_loop.library()
+    except cpu_loop.CompilerNotFound as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 1000, 100_003])
+def test_cpp_loop_sum_is_bit_exact_with_torch(cpp_loop, n):
+    with cpu_loop.malloc_arrays(n, count=3) as (x, y, out):
+        x.copy_(torch.randn(n))
+        y.copy_(torch.randn(n) * 1e3)
+        out.fill_(math.nan)  # poisoned: an element the loop skipped stays NaN
+        cpu_loop.cpu_vector_add(x, y, out)
+        assert torch.equal(out, x + y)
+
+
+def test_cpp_loop_is_compiled_once_and_cached(cpp_loop, tmp_path):
+    first = cpu_loop.build(out_dir=tmp_path)
+    stamp = first.stat().st_mtime_ns
+    assert cpu_loop.build(out_dir=tmp_path) == first
+    assert first.stat().st_mtime_ns == stamp
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no temporary files left
+
+
+def test_missing_compiler_says_what_to_install(monkeypatch):
+    monkeypatch.setenv("CXX", "no-such-c++-compiler")
+    assert cpu_loop.find_compiler() is None
+    with pytest.raises(cpu_loop.CompilerNotFound, match="install"):
+        cpu_loop.build()
+
+
+def test_cpp_loop_rejects_tensors_it_cannot_read(cpp_loop):
+    with pytest.raises(ValueError, match="contiguous float32 CPU"):
+        cpu_loop.cpu_vector_add(torch.zeros(4, dtype=torch.float64), torch.zeros(4),
+                                torch.zeros(4))
+
+
+# -- GPU memory: never more than is free, always freed --------------------------------------
+
+def fake_mem_get_info(free: int, total: int = 80 * GiB):
+    return lambda: (free, total)
+
+
+def test_request_within_free_memory_passes():
+    check_fits(int(0.9 * 10 * GiB), fake_mem_get_info(10 * GiB))
+
+
+def test_request_larger_than_free_memory_is_refused_with_the_sizes():
+    with pytest.raises(NotEnoughGpuMemory, match=r"1\.20 GiB .* only 1\.00 GiB of 80\.00 GiB"):
+        check_fits(int(1.2 * GiB), fake_mem_get_info(1 * GiB))
+    # The margin: just over 90 % of free memory is refused too.
+    with pytest.raises(NotEnoughGpuMemory):
+        check_fits(int(0.95 * GiB), fake_mem_get_info(1 * GiB))
+
+
+class FakeCudaRuntime:
+    """Stands in for libcudart: hands out fake addresses, counts what is still allocated."""
+
+    def __init__(self, fail_on_allocation: int | None = None, fail_free: bool = False):
+        self.live: set[int] = set()
+        self.allocations = 0
+        self.fail_on_allocation = fail_on_allocation
+        self.fail_free = fail_free
+        self.flags: list[int] = []
+        self._next = 0x10000
+
+    def _allocate(self, pointer_ref, nbytes):
+        self.allocations += 1
+        if self.allocations == self.fail_on_allocation:
+            return 2  # cudaErrorMemoryAllocation
+        pointer_ref._obj.value = self._next
+        self.live.add(self._next)
+        self._next += nbytes
+        return 0
+
+    def cudaMalloc(self, pointer_ref, nbytes):  # the CUDA runtime's names
+        return self._allocate(pointer_ref, nbytes)
+
+    def cudaMallocManaged(self, pointer_ref, nbytes, flags):
+        self.flags.append(flags)
+        return self._allocate(pointer_ref, nbytes)
+
+    def cudaFree(self, address):
+        self.live.discard(address)
+        return 1 if self.fail_free else 0
+
+    def cudaGetErrorString(self, code):
+        return {1: b"invalid argument", 2: b"out of memory"}[code]
+
+
+@pytest.mark.parametrize("managed", [False, True], ids=["cudaMalloc", "cudaMallocManaged"])
+def test_every_array_is_freed_after_normal_use(managed):
+    runtime = FakeCudaRuntime()
+    with cuda_floats(1000, count=3, managed=managed, runtime=runtime,
+                     mem_get_info=fake_mem_get_info(GiB)) as arrays:
+        assert len(runtime.live) == 3
+        assert [a.managed for a in arrays] == [managed] * 3
+    assert runtime.live == set()
+    assert runtime.flags == ([1, 1, 1] if managed else [])  # cudaMemAttachGlobal
+
+
+def test_every_array_is_freed_when_the_body_fails():
+    runtime = FakeCudaRuntime()
+    with pytest.raises(RuntimeError, match="kernel failed"):
+        with cuda_floats(1000, count=3, managed=True, runtime=runtime,
+                         mem_get_info=fake_mem_get_info(GiB)):
+            raise RuntimeError("kernel failed")
+    assert runtime.live == set()
+
+
+def test_earlier_arrays_are_freed_when_a_later_allocation_fails():
+    runtime = FakeCudaRuntime(fail_on_allocation=3)
+    with pytest.raises(CudaError, match="cudaMallocManaged.*out of memory"):
+        with cuda_floats(1000, count=3, managed=True, runtime=runtime,
+                         mem_get_info=fake_mem_get_info(GiB)):
+            pytest.fail("the body must not run when an allocation failed")
+    assert runtime.allocations == 3 and runtime.live == set()
+
+
+def test_a_failing_free_still_frees_the_others_and_is_reported():
+    runtime = FakeCudaRuntime(fail_free=True)
+    with pytest.raises(CudaError, match="cudaFree.*invalid argument"):
+        with cuda_floats(10, count=3, managed=False, runtime=runtime,
+                         mem_get_info=fake_mem_get_info(GiB)):
+            pass
+    assert runtime.live == set()
+
+
+def test_oversized_request_allocates_nothing():
+    runtime = FakeCudaRuntime()
+    n = 100_000_000  # 3 arrays x 400 MB = 1.2 GB against 1 GiB free
+    with pytest.raises(NotEnoughGpuMemory):
+        with cuda_floats(n, count=3, managed=True, runtime=runtime,
+                         mem_get_info=fake_mem_get_info(GiB)):
+            pytest.fail("must not run")
+    assert runtime.allocations == 0
+
+
+def test_empty_arrays_are_refused_before_any_allocation():
+    with pytest.raises(ValueError, match="at least one element"):
+        with cuda_floats(0, count=3, managed=True, runtime=FakeCudaRuntime()):
+            pass
+
+
+def test_cuda_array_interface_describes_the_float32_buffer():
+    array = CudaFloats(address=0x1234, n=5, managed=False)
+    info = array.__cuda_array_interface__
+    assert info["shape"] == (5,) and info["typestr"] == "<f4"
+    assert info["data"] == (0x1234, False)
+    with pytest.raises(ValueError, match="not addressable by the CPU"):
+        _ = array.host
+
+
+def test_managed_memory_is_seen_by_the_cpu_in_place():
+    buffer = (ctypes.c_float * 4)(1, 2, 3, 4)  # host memory standing in for a managed range
+    array = CudaFloats(address=ctypes.addressof(buffer), n=4, managed=True)
+    array.host.mul_(2)  # written through the CPU view ...
+    assert list(buffer) == [2, 4, 6, 8]  # ... lands in the same bytes
+
+
+def test_cudart_is_looked_for_by_the_soname_torch_uses_first():
+    found = cudart_candidates("13.0")
+    assert found[0] == "libcudart.so.13"
+    assert found[-1] == "libcudart.so"
