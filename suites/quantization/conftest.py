@@ -1,0 +1,28 @@
+"""Fixtures of the quantization lab.
+
+The trained fp32 reference is cached per pytest session (one dict per process, keyed by size
+profile), not in a file cache: quick training takes seconds, so an xdist worker retraining its
+own copy costs less than a file cache would need to get right (invalidating it on any change to
+the model, training loop, data or seed). Training is seeded, so every worker holds the same
+model on the same device type."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .lab import QuantizationLab, build_lab
+
+
+@pytest.fixture(scope="session")
+def _quantization_labs() -> dict[str, QuantizationLab]:
+    return {}
+
+
+@pytest.fixture
+def lab(hpml, data_root: Path | None, hpml_download: bool,
+        _quantization_labs: dict[str, QuantizationLab]) -> QuantizationLab:
+    """The lab at this test's size profile, built (trained) once per session."""
+    if hpml.profile not in _quantization_labs:
+        _quantization_labs[hpml.profile] = build_lab(hpml.profile, data_root, hpml_download)
+    return _quantization_labs[hpml.profile]

@@ -1,0 +1,195 @@
+"""The lab's five steps, each a test against the same trained fp32 reference (cached per
+session, see conftest.py). Every variant lands in one table, "int8 post-training
+quantization": accuracy, stored size in bytes, and per layer the max / mean |output - fp32
+output| on the same test images. Run one step alone with e.g. `pytest -m quantization -k step_e`.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from suites.quantization.calibration import (
+    RangeStats,
+    absmax_percentile,
+    activation_scales,
+    profile_activations,
+)
+from suites.quantization.cnn import LAYERS, accuracy, predictions
+from suites.quantization.fake_quant import ActivationQuantizedCNN, quantize_weights
+from suites.quantization.int8_gemm import int8_gemm, int8_gemm_reference
+from suites.quantization.integer_model import IntegerOnlyCNN
+from suites.quantization.lab import EXPERIMENT, fp32_size, record_variant
+from suites.quantization.plots import histogram
+from suites.quantization.scales import WEIGHT_QMAX
+
+WEIGHT_RANGES = "int8 post-training quantization, step a: weight ranges"
+ACTIVATION_RANGES = "int8 post-training quantization, step c: activation ranges (calibration)"
+
+pytestmark = pytest.mark.quantization
+
+PERCENTILE = 99.99
+# Values each layer receives per image: the input, conv1 pooled, conv2 pooled, fc1, fc2.
+INPUT_FEATURES = {"conv1": 3 * 32 * 32, "conv2": 6 * 14 * 14, "fc1": 400, "fc2": 120, "fc3": 84}
+# A drop this large means the quantization is broken, not merely lossy (8-bit PTQ loses ~1).
+BROKEN_DROP = 5.0
+
+
+def test_fp32_reference(hpml, lab):
+    measured = record_variant(hpml, lab, "fp32", "reference", lab.model, lab.model.layer_outputs,
+                              fp32_size(lab))
+    assert measured["accuracy"] == pytest.approx(lab.fp32_accuracy)
+    assert lab.fp32_accuracy > 30, "the reference CNN did not learn (chance is 10 %)"
+    if not lab.synthetic and lab.profile == "full":
+        assert lab.fp32_accuracy >= 55, "the full profile should train to the usual ~60 %"
+
+
+def test_step_a_visualize_weights(hpml, lab):
+    # Range statistics get their own table: the summary's columns are accuracy, size, errors.
+    hpml.experiment = WEIGHT_RANGES
+    hpml.param(data=lab.source)
+    for name, layer in lab.model.quantizable_layers().items():
+        weight = layer.weight.detach()
+        stats = RangeStats.of(weight)
+        lo, hi = stats.three_sigma
+        inside = ((weight >= lo) & (weight <= hi)).float().mean().item()
+        counts = torch.histc(weight, bins=100, min=stats.min, max=stats.max)
+        assert counts.sum().item() == weight.numel(), f"{name}: histogram lost values"
+        assert stats.min <= stats.mean <= stats.max and stats.std > 0
+        with hpml.row(layer=name) as row:
+            for key in ("min", "max", "mean", "std"):
+                row.record(f"w_{key}", getattr(stats, key))
+            row.record("w_3sigma_low", lo)
+            row.record("w_3sigma_high", hi)
+            row.record("w_within_3sigma", 100 * inside, unit="%")
+        histogram(hpml.plot_path(f"quantization_weights_{name}.png"), weight, stats,
+                  f"{name} weights ({lab.source})")
+
+
+@pytest.mark.int8
+@pytest.mark.parametrize("weights", ["per-tensor", "per-channel"])
+def test_step_b_quantize_weights(hpml, lab, weights):
+    quantized = quantize_weights(lab.model, weights)
+    for name, layer in lab.model.quantizable_layers().items():
+        q, scale = quantized.int8_weights[name], quantized.weight_scales[name]
+        assert q.dtype == torch.int8 and q.abs().max() <= WEIGHT_QMAX
+        step = scale.reshape(-1, *[1] * (q.dim() - 1)) if scale.dim() else scale
+        rounding_error = (q.float() * step - layer.weight.detach()).abs()
+        assert (rounding_error <= step / 2 * (1 + 1e-6)).all(), f"{name}: error beyond half a step"
+    measured = record_variant(hpml, lab, "b: int8 weights", weights, quantized,
+                              quantized.layer_outputs, quantized.nbytes())
+    assert lab.fp32_accuracy - measured["accuracy"] < BROKEN_DROP
+
+
+def test_step_c_visualize_activations(hpml, lab):
+    hpml.experiment = ACTIVATION_RANGES
+    hpml.param(data=lab.source, calibration_images=len(lab.calibration_images))
+    profile = profile_activations(lab.model, lab.calibration_batches())
+    for name in LAYERS:
+        values = profile[name]
+        assert values.numel() == len(lab.calibration_images) * INPUT_FEATURES[name]
+        stats = RangeStats.of(values)
+        if name != "conv1":  # every later input comes out of a ReLU
+            assert stats.min >= 0, f"{name} input should be post-ReLU"
+        clip = absmax_percentile(values, PERCENTILE).item()
+        with hpml.row(layer=name) as row:
+            for key in ("min", "max", "mean", "std"):
+                row.record(f"in_{key}", getattr(stats, key))
+            row.record("in_3sigma_high", stats.three_sigma[1])
+            row.record(f"in_abs_p{PERCENTILE}", clip)
+        histogram(hpml.plot_path(f"quantization_activations_{name}.png"), values, stats,
+                  f"{name} input on {len(lab.calibration_images)} calibration images",
+                  {f"p{PERCENTILE} |x|": clip})
+
+
+@pytest.mark.int8
+@pytest.mark.parametrize("calibration", ["max", "percentile"])
+def test_step_d_quantize_activations(hpml, lab, calibration):
+    profile = profile_activations(lab.model, lab.calibration_batches())
+    scales = activation_scales(profile, calibration, PERCENTILE)
+    if calibration == "percentile":
+        upper = activation_scales(profile, "max")
+        assert all(scales[n] <= upper[n] for n in LAYERS), "a percentile clips below the max"
+    model = ActivationQuantizedCNN(quantize_weights(lab.model, "per-channel"), scales)
+    measured = record_variant(hpml, lab, "d: int8 weights + activations", calibration, model,
+                              model.layer_outputs, model.nbytes(), weights="per-channel")
+    assert lab.fp32_accuracy - measured["accuracy"] < BROKEN_DROP
+
+
+class _Memoized:
+    """One interpreted Triton pass serves both the accuracy and the per-layer errors."""
+
+    def __init__(self, model: IntegerOnlyCNN) -> None:
+        self.model, self.key, self.value = model, None, None
+
+    def layer_outputs(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        key = (images.data_ptr(), tuple(images.shape), images.stride())
+        if key != self.key:
+            self.key, self.value = key, self.model.layer_outputs(images)
+        return self.value
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        return self.layer_outputs(images)["fc3"]
+
+
+def _integer_model(lab, device: torch.device) -> IntegerOnlyCNN:
+    profile = profile_activations(lab.model, lab.calibration_batches())
+    return IntegerOnlyCNN.from_float(lab.model, activation_scales(profile, "max"),
+                                     gemm=int8_gemm, device=device)
+
+
+@pytest.mark.int8
+def test_step_e_integer_only_inference(hpml, lab):
+    """int8 weights (per channel), int32 biases, fixed-point requantization: the model runs
+    integer-only on the Triton kernel; its accuracy is measured on the kernel's outputs."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = _integer_model(lab, device)
+    n = lab.settings["triton_images"] or len(lab.test_images)
+    images, labels = lab.test_images[:n], lab.test_labels[:n]
+    on_kernel = _Memoized(model)
+    # Per-layer errors on the same images as the accuracy (error_images=n): one kernel pass.
+    measured = record_variant(
+        hpml, lab, "e: integer-only (int32 bias, fixed-point rescale)", "max", on_kernel,
+        on_kernel.layer_outputs, model.nbytes(), images=images, labels=labels, error_images=n,
+        gemm="Triton int8" + (" (interpreted)" if hpml.interpreted else ""),
+        weights="per-channel")
+    # The same integer model on torch's integer reference GEMM: bit for bit the same outputs.
+    kernel_out = on_kernel.layer_outputs(images)
+    reference_out = model.with_gemm(int8_gemm_reference).layer_outputs(images)
+    hpml.check_close(torch.cat([kernel_out[name].cpu().flatten() for name in LAYERS]),
+                     torch.cat([reference_out[name].cpu().flatten() for name in LAYERS]),
+                     rtol=0, atol=0, name="max_rel_error_vs_torch_reference")
+    fp32_predictions = predictions(lab.model, images)
+    agreement = 100 * (predictions(on_kernel, images) == fp32_predictions).float().mean().item()
+    hpml.record("agreement_with_fp32", agreement, unit="%", better="higher",
+                note="share of images where the integer model predicts the fp32 class")
+    assert agreement > 100 - 2 * BROKEN_DROP
+    assert measured["fp32_accuracy"] - measured["accuracy"] < BROKEN_DROP
+
+
+@pytest.mark.int8
+def test_step_e_full_test_set_on_torch_integer_reference(hpml, lab):
+    """The whole test set through the integer-only model on torch's integer GEMM (the kernel's
+    bit-exact reference, fast on CPU): the figure the interpreted kernel is too slow for."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = _integer_model(lab, device).with_gemm(int8_gemm_reference)
+    measured = record_variant(
+        hpml, lab, "e: integer-only (int32 bias, fixed-point rescale)", "max", model,
+        model.layer_outputs, model.nbytes(), gemm="torch integer reference",
+        weights="per-channel")
+    assert lab.fp32_accuracy - measured["accuracy"] < BROKEN_DROP
+
+
+@pytest.mark.int8
+def test_integer_only_model_is_within_2_points_of_fp32_on_cifar10(hpml, lab):
+    """Jacob et al. (2018) report <= 2 % loss for 8-bit integer-only inference."""
+    if lab.synthetic:
+        pytest.skip("reproduces a published accuracy: needs real CIFAR-10 under "
+                    "--hpml-data-root (add --hpml-download to fetch it)")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = _integer_model(lab, device).with_gemm(int8_gemm_reference)
+    drop = lab.fp32_accuracy - accuracy(model, lab.test_images, lab.test_labels)
+    hpml.experiment = EXPERIMENT
+    hpml.param(step="e: published bound", variant="max", data=lab.source)
+    hpml.record("accuracy_drop", drop, unit="%", better="lower",
+                note="Jacob et al. 2018 report <= 2 % for 8 bit (reference data)")
+    assert drop <= 2.0
