@@ -1,0 +1,51 @@
+"""Q2: actual memory of one training step (SGD with momentum) against the theoretical parameter
+memory, and what the rest is: gradients, optimizer state, activations."""
+
+import pytest
+import torch
+
+from suites.complexity.memory import measure_step_memory
+from suites.complexity.models import build_model, image_size, num_classes, parameter_bytes
+from suites.complexity.sizes import MEMORY_BATCHES, MEMORY_MODELS
+
+pytestmark = pytest.mark.complexity
+
+
+@pytest.mark.hpml_sweep("model", **MEMORY_MODELS)
+@pytest.mark.hpml_sweep("batch", **MEMORY_BATCHES)
+def test_training_step_memory(hpml, device: str, model: str, batch: int) -> None:
+    hpml.experiment = "Training-step memory: actual vs theoretical (SGD, momentum 0.9)"
+    size = image_size(model)
+    hpml.param(image=size)
+    try:
+        net = build_model(model, hpml.device)
+        images = torch.randn(batch, 3, size, size, device=hpml.device)
+        labels = torch.randint(0, num_classes(model), (batch,), device=hpml.device)
+        step = measure_step_memory(net, images, labels)
+    except torch.cuda.OutOfMemoryError as oom:  # a finding at this batch size, not a crash
+        net = images = labels = None
+        torch.cuda.empty_cache()
+        hpml.param(status="out of memory")
+        hpml.record("out_of_memory", 1, note=str(oom).splitlines()[0])
+        return
+    theoretical = parameter_bytes(net)
+    hpml.param(method=step.method)
+    hpml.record("theoretical", theoretical, unit="B", note="parameters x 4 B")
+    hpml.record("actual_peak", step.peak, unit="B", better="lower")
+    hpml.record("actual_over_theoretical", step.peak / theoretical)
+    hpml.record("parameters", step.parameters, unit="B")
+    hpml.record("gradients", step.gradients, unit="B")
+    hpml.record("optimizer_state", step.optimizer_state, unit="B")
+    hpml.record("activations", step.activations, unit="B")
+    hpml.record("batch_data", step.batch, unit="B")
+    hpml.record("unattributed", step.unattributed, unit="B",
+                note="peak - parts: < 0 when gradients and activations are not all live at once")
+
+    assert step.parameters == theoretical
+    assert step.gradients == step.parameters  # one gradient per parameter after backward
+    assert step.optimizer_state == step.parameters  # one momentum buffer per parameter
+    # At the end of the forward pass every activation is live beside the weights and the
+    # momentum buffers; at the end of backward, every gradient is. The peak covers both moments.
+    resident = step.parameters + step.optimizer_state + step.batch
+    assert step.peak >= resident + step.activations
+    assert step.peak >= resident + step.gradients
