@@ -46,6 +46,8 @@ def _number(x: float) -> str:
     if x == 0:
         return "0"
     magnitude = abs(x)
+    if float(x).is_integer() and magnitude < 1e15:
+        return f"{int(x):,}"  # counts (parameters, elements) stay exact and readable
     if magnitude >= 1e5 or magnitude < 1e-3:
         return f"{x:.3e}"
     decimals = max(0, 3 - math.floor(math.log10(magnitude)))

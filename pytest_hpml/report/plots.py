@@ -38,12 +38,17 @@ def _value(record: Record, key: str) -> float | None:
     return m.value if m is not None and math.isfinite(m.value) else None
 
 
-def line_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path | None:
+def _selected(records: list[Record], spec: dict[str, Any]) -> list[Record]:
+    """The rows a chart's `where` admits; a list admits several values (e.g. the CPU rows
+    beside one memory mode)."""
     where = spec.get("where") or {}
-    # A list in `where` admits several values (e.g. the CPU rows beside one memory mode).
-    rows = [r for r in records if all(
+    return [r for r in records if all(
         r.params.get(k) in v if isinstance(v, (list, tuple)) else r.params.get(k) == v
         for k, v in where.items())]
+
+
+def line_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path | None:
+    rows = _selected(records, spec)
     series_key = spec.get("series")
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
@@ -79,7 +84,7 @@ def roofline_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> P
     """Points (arithmetic intensity, achieved FLOP/s) under min(peak, intensity x bandwidth)."""
     points = []
     peak = bandwidth = None
-    for r in records:
+    for r in _selected(records, spec):
         x, y = _value(r, spec["x"]), _value(r, spec["y"])
         peak = _value(r, spec["peak"]) or peak
         bandwidth = _value(r, spec["bandwidth"]) or bandwidth
