@@ -1,0 +1,171 @@
+"""Where one data-parallel training step spends its time, and the lab's time model.
+
+profile_rank runs on every rank (through run_distributed or torchrun) and times the phases of
+real training steps: copy of the rank's batch to the device, the five GEMMs (through a timing
+wrapper around the same matmul the model uses, so the model code is not duplicated), the
+element-wise work (the rest of forward and backward), the wait for the slowest rank (a barrier),
+the all_reduce of the packed gradients, and the SGD update. It then times all_reduce alone on a
+buffer the size of all parameters.
+
+The lab's time model for one step:  t = FLOPs / P_flops + bytes_h2d / P_pci + bytes_net / P_net,
+and the attained rate FLOPs / t, to be read beside the measured step time.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from suites.mlp import model
+from suites.mlp.training import MLPConfig, matmul_for, pack, shard_bounds, unpack
+
+PHASES = ("batch_to_device", "gemm", "elementwise", "wait_for_peers", "all_reduce", "sgd_update",
+          "step")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class PhaseTimer:
+    """Wall-clock per phase, synchronizing the device at each boundary so work is attributed to
+    the phase that issued it (this slows the step a little; it is a profile, not a benchmark)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.totals: dict[str, float] = {}
+
+    def __call__(self, phase: str, fn: Callable[..., Any], *args: Any) -> Any:
+        _sync(self.device)
+        start = time.perf_counter()
+        out = fn(*args)
+        _sync(self.device)
+        self.totals[phase] = self.totals.get(phase, 0.0) + time.perf_counter() - start
+        return out
+
+
+class TimedMatMul:
+    """The model's matmul, timed per call; call 0 of a step is the first-layer forward GEMM."""
+
+    def __init__(self, matmul: model.MatMul, timer: PhaseTimer) -> None:
+        self.matmul = matmul
+        self.timer = timer
+        self.calls: list[float] = []
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        before = self.timer.totals.get("gemm", 0.0)
+        out = self.timer("gemm", self.matmul, a, b)
+        self.calls.append(self.timer.totals["gemm"] - before)
+        return out
+
+
+def profile_rank(rank: int, world_size: int, X: torch.Tensor, labels: torch.Tensor,
+                 config: MLPConfig, steps: int, allreduce_repeats: int,
+                 device: str = "cpu") -> dict[str, object]:
+    """Per-phase seconds of each of `steps` steps (after one warm-up step), and all_reduce alone.
+
+    X, labels hold one global batch in host memory; each rank takes its rows, as in training.
+    """
+    dev = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else \
+        torch.device("cpu")
+    dtype = torch.float32
+    params = model.init_params(config.hidden, dtype, dev, input_size=X.shape[1])
+    lo, hi = shard_bounds(X.shape[0], world_size, rank)
+    X_host, y_host = X[lo:hi].to(dtype), labels[lo:hi]
+    if dev.type == "cuda":  # pinned host memory, the lab's suggested fix for slow copies (Q2.2)
+        X_host, y_host = X_host.pin_memory(), y_host.pin_memory()
+    scale = 1.0 / X.shape[0]
+    per_step: dict[str, list[float]] = {phase: [] for phase in PHASES}
+    first_gemm: list[float] = []
+    for step in range(steps + 1):  # step 0 warms up (allocator, gloo buffers, kernels)
+        timer = PhaseTimer(dev)
+        matmul = TimedMatMul(matmul_for(config, dtype), timer)
+        _sync(dev)
+        start = time.perf_counter()
+        X_dev = timer("batch_to_device", _to_device, X_host, dev)
+        y_dev = timer("batch_to_device", _to_device, y_host, dev)
+        grads = timer("forward_backward", _forward_backward, params, X_dev, y_dev, scale,
+                      config.reg / world_size, matmul)
+        buffer = pack(grads)
+        # A barrier first: time spent waiting for a slower rank is skew, not all_reduce transfer.
+        timer("wait_for_peers", dist.barrier)
+        timer("all_reduce", dist.all_reduce, buffer)
+        timer("sgd_update", model.sgd_step, params, unpack(buffer, params), config.lr)
+        _sync(dev)
+        step_time = time.perf_counter() - start
+        if step == 0:
+            continue
+        totals = timer.totals
+        per_step["batch_to_device"].append(totals["batch_to_device"])
+        per_step["gemm"].append(totals["gemm"])
+        # forward_backward's wall time contains the GEMMs; the rest is element-wise work.
+        per_step["elementwise"].append(totals["forward_backward"] - totals["gemm"])
+        per_step["wait_for_peers"].append(totals["wait_for_peers"])
+        per_step["all_reduce"].append(totals["all_reduce"])
+        per_step["sgd_update"].append(totals["sgd_update"])
+        per_step["step"].append(step_time)
+        first_gemm.append(matmul.calls[0])
+
+    buffer = torch.ones(params.count(), dtype=dtype, device=dev)
+    allreduce_alone = []
+    for repeat in range(allreduce_repeats + 1):
+        _sync(dev)
+        start = time.perf_counter()
+        dist.all_reduce(buffer)
+        _sync(dev)
+        if repeat:
+            allreduce_alone.append(time.perf_counter() - start)
+    batch_bytes = X_host.numel() * X_host.element_size() + y_host.numel() * y_host.element_size()
+    return {"rank": rank, "rows": hi - lo, "phases": per_step, "first_gemm": first_gemm,
+            "allreduce_alone": allreduce_alone, "batch_bytes": batch_bytes,
+            "param_bytes": buffer.numel() * buffer.element_size()}
+
+
+def _to_device(t: torch.Tensor, dev: torch.device) -> torch.Tensor:
+    return t.to(dev, non_blocking=True)
+
+
+def _forward_backward(params: model.Params, X: torch.Tensor, y: torch.Tensor, scale: float,
+                      reg: float, matmul: TimedMatMul) -> model.Params:
+    cache = model.forward(params, X, matmul)
+    return model.backward(params, cache, y, scale, reg, matmul)
+
+
+def busbw(algbw: float, world_size: int) -> float:
+    """Bus bandwidth of an all_reduce (nccl-tests' convention): algbw * 2 (N - 1) / N."""
+    return algbw * 2 * (world_size - 1) / world_size
+
+
+@dataclass
+class TimeModel:
+    """t = FLOPs / P_flops + bytes_h2d / P_pci + bytes_net / P_net (the lab's roofline-style
+    model of one step). A rate of None drops its term (no PCIe between host and CPU)."""
+
+    flops: float
+    bytes_h2d: float
+    bytes_net: float
+    p_flops: float
+    p_pci: float | None
+    p_net: float | None
+
+    def step_time(self) -> float:
+        t = self.flops / self.p_flops
+        if self.p_pci:
+            t += self.bytes_h2d / self.p_pci
+        if self.p_net:
+            t += self.bytes_net / self.p_net
+        return t
+
+    def attained_flops(self) -> float:
+        return self.flops / self.step_time()
+
+
+def median(samples: list[float]) -> float:
+    return statistics.median(samples)

@@ -1,0 +1,118 @@
+"""Question 1.1: does data-parallel SGD on N ranks train the same model as one process?
+
+Relative error ||P_par - P_seq|| / ||P_seq|| of W[0], b[0], W[1], b[1] after training, and the
+test-set precision of both models. The only difference allowed is the order of floating-point
+additions (the all_reduce sums shard gradients that one process sums row by row).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+import torch
+
+import pytest_hpml
+from pytest_hpml.distributed import max_world_size, run_distributed
+from suites.common.data import load_mnist
+from suites.mlp import model
+from suites.mlp.training import MLPConfig, data_parallel_rank, relative_errors, train_sequential
+
+pytestmark = [pytest.mark.mlp, pytest.mark.data_parallel]
+
+# quick: a few thousand images and a small H, lr high enough that every parameter moves well
+# away from its initial value in 16 steps; full: the published run.
+SETUP = {
+    "quick": {"limit": 4000, "test_limit": 1000,
+              "config": MLPConfig(hidden=64, batch_size=250, lr=5e-2, epochs=1)},
+    "full": {"limit": None, "test_limit": None,
+             "config": MLPConfig(hidden=512, batch_size=3000, lr=1e-2, epochs=1)},
+}
+TOLERANCE = {torch.float32: 1e-6, torch.float64: 1e-12}
+# Seed report (4 GPUs, MNIST, H = 512, batch 3000, lr 1e-2, 1 epoch): published reference only.
+PUBLISHED = {
+    torch.float32: {"W[0]": 3.22303e-08, "b[0]": 3.60887e-07, "W[1]": 6.63224e-08,
+                    "b[1]": 5.83023e-07},
+    torch.float64: {"W[0]": 6.20529e-17, "b[0]": 6.25289e-16, "W[1]": 1.18151e-16,
+                    "b[1]": 7.36324e-16},
+}
+PUBLISHED_PRECISION = 0.7279
+
+
+def _rank_device(hpml_device: torch.device) -> str:
+    return "cuda" if hpml_device.type == "cuda" else "cpu"
+
+
+@pytest.mark.hpml_devices("cpu", "cuda")
+@pytest.mark.hpml_sweep("ranks", quick=[1, 2], full=[1, 2, 4])
+@pytest.mark.parametrize("dtype", pytest_hpml.precisions("fp32", "fp64"))
+def test_parallel_training_matches_sequential(hpml, device, ranks, dtype, data_root):
+    hpml.experiment = "MLP: data-parallel vs sequential (relative error after training)"
+    setup = SETUP[hpml.profile]
+    config: MLPConfig = setup["config"]
+    train = load_mnist("train", root=data_root, limit=setup["limit"])
+    test = load_mnist("test", root=data_root, limit=setup["test_limit"])
+    if device == "cuda" and ranks > torch.cuda.device_count():
+        pytest.skip(f"{ranks} ranks need {ranks} GPUs; {torch.cuda.device_count()} visible")
+    hpml.param(data=train.source, hidden=config.hidden, batch=config.batch_size, lr=config.lr,
+               images=len(train))
+
+    sequential = train_sequential(train.flat(), train.labels, config, dtype, hpml.device)
+    results = run_distributed(data_parallel_rank, ranks, train.flat(), train.labels, config,
+                              dtype, _rank_device(hpml.device), device=_rank_device(hpml.device))
+
+    errors = relative_errors(results[0].params, sequential.params)
+    for name, err in errors.items():
+        hpml.record(f"rel_err_{name}", err, better="lower", note="correctness")
+    # Every rank took the same steps: their models agree bit for bit.
+    for other in results[1:]:
+        for a, b in zip(other.params.tensors(), results[0].params.tensors(), strict=True):
+            assert torch.equal(a, b), "ranks ended with different parameters"
+    X_test = test.flat().to(device=hpml.device, dtype=dtype)
+    y_test = test.labels.to(hpml.device)
+    p_seq = model.precision(sequential.params, X_test, y_test)
+    p_par = model.precision(results[0].params.to(hpml.device), X_test, y_test)
+    hpml.record("precision_sequential", p_seq, better="higher")
+    hpml.record("precision_parallel", p_par, better="higher")
+    hpml.record("final_loss", results[0].losses[-1], better="lower")
+    if ranks == 4 and not train.synthetic and hpml.profile == "full":
+        with hpml.row(source="published (seed report, 4 GPUs)") as ref:
+            for name, err in PUBLISHED[dtype].items():
+                ref.record(f"rel_err_{name}", err, note="published reference")
+            ref.record("precision_parallel", PUBLISHED_PRECISION, note="published reference")
+
+    worst = max(errors, key=errors.get)
+    assert errors[worst] < TOLERANCE[dtype], (
+        f"{worst}: relative error {errors[worst]:.3g} >= {TOLERANCE[dtype]:g} with {ranks} ranks "
+        f"({dtype}); all: {errors}")
+    assert p_par == p_seq
+    # The losses the ranks saw are the sequential losses, step by step.
+    torch.testing.assert_close(torch.tensor(results[0].losses), torch.tensor(sequential.losses),
+                               rtol=10 * TOLERANCE[dtype], atol=0)
+
+
+def test_batch_smaller_than_the_ranks_works(data_root):
+    """4 ranks, batches of 3 and a last batch of 1: some ranks hold zero rows of a batch."""
+    train = load_mnist("train", root=data_root, limit=7)
+    config = MLPConfig(hidden=8, batch_size=3, lr=0.5, epochs=2)
+    sequential = train_sequential(train.flat(), train.labels, config, torch.float64)
+    results = run_distributed(data_parallel_rank, 4, train.flat(), train.labels, config,
+                              torch.float64)
+    errors = relative_errors(results[3].params, sequential.params)
+    assert max(errors.values()) < TOLERANCE[torch.float64], errors
+
+
+@pytest.mark.parametrize("settings", [{"hidden": 0}, {"batch_size": -1}, {"lr": 0.0}])
+def test_bad_settings_fail_before_any_rank_starts(settings):
+    with pytest.raises(ValueError, match="must be (a )?positive"):
+        config = MLPConfig(**settings)
+        run_distributed(data_parallel_rank, 2, torch.zeros(4, 784), torch.zeros(4), config)
+    assert multiprocessing.active_children() == []
+
+
+def test_more_ranks_than_the_machine_fail_before_any_rank_starts():
+    too_many = max_world_size("gloo") + 1
+    with pytest.raises(ValueError, match=f"cannot run {too_many} ranks"):
+        run_distributed(data_parallel_rank, too_many, torch.zeros(4, 784),
+                        torch.zeros(4, dtype=torch.int64), MLPConfig(hidden=4, batch_size=2))
+    assert multiprocessing.active_children() == []

@@ -1,0 +1,134 @@
+"""Questions 2.1 to 2.5: profile of one data-parallel training step and the lab's time model.
+
+Per phase: copy of the rank's batch to the device, the GEMMs, the element-wise work, the
+all_reduce, the SGD update. Then the FLOPs of the first-layer forward GEMM (2 D H B) and the rate
+it attains, host-to-device bandwidth from pageable and from pinned memory (GPU only: on a CPU
+there is no copy), all_reduce algbw and busbw, and the time model
+    t = FLOPs / P_flops + bytes_h2d / P_pci + bytes_net / P_net
+with every P measured here, beside the measured step time.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pytest_hpml.distributed import run_distributed
+from suites.common.data import load_mnist
+from suites.mlp import model
+from suites.mlp.step_profile import PHASES, TimeModel, busbw, median, profile_rank
+from suites.mlp.training import MLPConfig, shard_bounds
+
+pytestmark = [pytest.mark.mlp, pytest.mark.data_parallel]
+
+SETUP = {"quick": {"batch": 1000, "hidden": 128, "ranks": 2, "steps": 8, "allreduce_repeats": 20},
+         "full": {"batch": 3000, "hidden": 512, "ranks": 4, "steps": 20,
+                  "allreduce_repeats": 50}}
+# Seed report (V100 node, MPI + hand-written CUDA, H = 512, B = 3000, fp32): reference only.
+PUBLISHED = [("first_gemm (X W0^T) in step", "time", 446e-6, "s"),
+             ("first_gemm (X W0^T) in step", "achieved_flops", 5.4e12, "FLOP/s"),
+             ("h2d", "h2d_bandwidth", 4.26e9, "B/s"),
+             ("all_reduce alone", "algbw", 6.1e9, "B/s")]
+
+
+def _ranks(profile: str, device: torch.device) -> int:
+    ranks = SETUP[profile]["ranks"]
+    if device.type == "cuda":
+        ranks = min(ranks, torch.cuda.device_count())
+    return ranks
+
+
+def _h2d_bandwidth(hpml, nbytes: int) -> dict[str, float]:  # pragma: no cover - GPU only
+    """Pageable and pinned host memory to the device, the batch's size. Never run on CPU."""
+    dst = torch.empty(nbytes, dtype=torch.uint8, device=hpml.device)
+    rates = {}
+    for memory in ("pageable", "pinned"):
+        src = torch.empty(nbytes, dtype=torch.uint8)
+        if memory == "pinned":
+            src = src.pin_memory()
+        with hpml.row(phase=f"h2d_{memory}") as row:
+            timing = row.time(dst.copy_, src, non_blocking=(memory == "pinned"), name="time")
+            rates[memory] = row.record_bandwidth("h2d_bandwidth", nbytes, timing).value
+    return rates
+
+
+@pytest.mark.hpml(min_samples=10, max_time=2.0)
+@pytest.mark.hpml_devices("cpu", "cuda")
+def test_training_step_profile(hpml, device, data_root):
+    hpml.experiment = "MLP: profile of one data-parallel training step"
+    setup = SETUP[hpml.profile]
+    ranks = _ranks(hpml.profile, hpml.device)
+    config = MLPConfig(hidden=setup["hidden"], batch_size=setup["batch"], lr=1e-2)
+    data = load_mnist("train", root=data_root, limit=setup["batch"])
+    X, y = data.flat(), data.labels
+    kind = "cuda" if hpml.device.type == "cuda" else "cpu"
+    hpml.param(data=data.source, ranks=ranks, hidden=config.hidden, batch=config.batch_size)
+
+    out = run_distributed(profile_rank, ranks, X, y, config, setup["steps"],
+                          setup["allreduce_repeats"], kind, device=kind)[0]
+    phases = out["phases"]
+    step = median(phases["step"])
+    for phase in PHASES:
+        with hpml.row(phase=phase) as row:
+            row.record("time", median(phases[phase]), unit="s", better="lower",
+                       samples=phases[phase])
+            row.record("share_of_step", 100 * median(phases[phase]) / step, unit="%")
+
+    # First-layer forward GEMM (2 D H B at one rank's B rows): inside the steps, where the time
+    # model needs it, and alone in this process under the plugin's adaptive timer.
+    rows = out["rows"]
+    gemm_flops = model.gemm_flops(rows, config.hidden)
+    first = gemm_flops["forward_layer0"]
+    with hpml.row(phase="first_gemm (X W0^T) in step") as row:
+        row.record("flops", first, unit="FLOP")
+        row.record("time", median(out["first_gemm"]), unit="s", better="lower",
+                   samples=out["first_gemm"])
+        p_flops = first / median(out["first_gemm"])
+        row.record("achieved_flops", p_flops, unit="FLOP/s", better="higher")
+    params = model.init_params(config.hidden, torch.float32, hpml.device)
+    X_local = X[:rows].to(hpml.device)
+    with hpml.row(phase="first_gemm (X W0^T) alone, hpml.time") as row:
+        row.record("flops", first, unit="FLOP")
+        timing = row.time(torch.matmul, X_local, params.W[0].T, name="time")
+        row.record_flops("achieved_flops", first, timing)
+
+    p_pci = None
+    if hpml.device.type == "cuda":  # pragma: no cover - never run on the CPU-only machine
+        p_pci = _h2d_bandwidth(hpml, out["batch_bytes"])["pinned"]
+
+    nbytes = out["param_bytes"]
+    algbw = nbytes / median(out["allreduce_alone"]) if ranks > 1 else None
+    with hpml.row(phase="all_reduce alone") as row:
+        row.record("bytes", nbytes, unit="B")
+        row.record("time", median(out["allreduce_alone"]), unit="s", better="lower",
+                   samples=out["allreduce_alone"])
+        if algbw is not None:
+            row.record("algbw", algbw, unit="B/s", better="higher")
+            row.record("busbw", busbw(algbw, ranks), unit="B/s", better="higher")
+
+    step_flops = sum(gemm_flops.values())
+    time_model = TimeModel(flops=step_flops, bytes_h2d=out["batch_bytes"], bytes_net=nbytes,
+                           p_flops=p_flops, p_pci=p_pci, p_net=algbw)
+    with hpml.row(phase="time model") as row:
+        row.record("flops", step_flops, unit="FLOP")
+        row.record("modeled_step_time", time_model.step_time(), unit="s",
+                   note="FLOPs/P_flops + bytes_h2d/P_pci + bytes_net/P_net" +
+                   ("" if p_pci else " (no host-to-device term on CPU)"))
+        row.record("measured_step_time", step, unit="s", better="lower")
+        row.record("attained_flops_model", time_model.attained_flops(), unit="FLOP/s")
+        row.record("attained_flops_measured", step_flops / step, unit="FLOP/s")
+    # The seed report's figures, in the same columns, labelled by the phase name.
+    for phase, name, value, unit in PUBLISHED:
+        with hpml.row(phase=f"{phase} [published: seed report, V100, MPI]") as row:
+            row.record(name, value, unit=unit, note="published reference")
+
+    # The phases are disjoint parts of each step: they never add up to more than the step.
+    for i, total in enumerate(phases["step"]):
+        parts = sum(phases[p][i] for p in PHASES if p != "step")
+        assert 0 < parts <= total * 1.0001, f"step {i}: phases {parts:.3g} s > step {total:.3g} s"
+    assert all(t > 0 for t in phases["gemm"] + out["first_gemm"])
+    assert rows == shard_bounds(config.batch_size, ranks, 0)[1]
+    assert nbytes == 4 * params.count()
+    assert math.isfinite(time_model.step_time()) and time_model.step_time() > 0

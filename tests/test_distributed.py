@@ -1,0 +1,196 @@
+"""The distributed launcher: results per rank, a rank that raises, a rank that hangs, bad input.
+
+Rank functions live at module level: spawned ranks import them by name.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from pytest_hpml.distributed import (
+    DistributedError,
+    DistributedTimeout,
+    max_world_size,
+    run_distributed,
+    under_torchrun,
+    validate_world_size,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _record_pid(pid_dir: str, rank: int) -> None:
+    Path(pid_dir, f"rank{rank}.pid").write_text(str(os.getpid()))
+
+
+def _pids(pid_dir: Path) -> list[int]:
+    return [int(p.read_text()) for p in sorted(pid_dir.glob("rank*.pid"))]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def all_reduce_rank(rank: int, world_size: int, length: int) -> dict:
+    """Each rank contributes rank + 1; every rank must see the sum 1 + 2 + ... + world_size."""
+    summed = torch.full((length,), float(rank + 1))
+    dist.all_reduce(summed)
+    return {"rank": rank, "world": dist.get_world_size(), "sum": summed,
+            "env_rank": int(os.environ["RANK"])}
+
+
+def raising_rank(rank: int, world_size: int, pid_dir: str) -> None:
+    _record_pid(pid_dir, rank)
+    if rank == 1:
+        raise ValueError("bad shard on rank 1")
+    dist.barrier()  # the healthy ranks wait here for a peer that never comes
+
+
+def hanging_rank(rank: int, world_size: int, pid_dir: str) -> None:
+    _record_pid(pid_dir, rank)
+    if rank == 0:
+        time.sleep(3600)  # a rank stuck outside any collective
+    dist.barrier()
+
+
+def dying_rank(rank: int, world_size: int) -> None:
+    if rank == 1:
+        os._exit(3)  # no exception, no report: like a rank killed by the OOM killer
+    dist.barrier()
+
+
+def test_ranks_return_tensors_in_rank_order():
+    results = run_distributed(all_reduce_rank, 2, 5, timeout=120)
+    assert [r["rank"] for r in results] == [0, 1]
+    assert [r["env_rank"] for r in results] == [0, 1]
+    for r in results:
+        assert r["world"] == 2
+        assert r["sum"].device.type == "cpu"
+        torch.testing.assert_close(r["sum"], torch.full((5,), 3.0), rtol=0, atol=0)
+    assert multiprocessing.active_children() == []
+
+
+def test_single_rank_runs():
+    (result,) = run_distributed(all_reduce_rank, 1, 2, timeout=120)
+    torch.testing.assert_close(result["sum"], torch.ones(2), rtol=0, atol=0)
+
+
+def test_rank_that_raises_is_reported_with_rank_and_traceback(tmp_path):
+    with pytest.raises(DistributedError) as info:
+        run_distributed(raising_rank, 2, str(tmp_path), timeout=120)
+    error = info.value
+    assert error.rank == 1
+    message = str(error)
+    assert "rank 1 raised ValueError: bad shard on rank 1" in message
+    assert "raising_rank" in error.rank_traceback  # the rank's own frame, not the launcher's
+    pids = _pids(tmp_path)
+    assert len(pids) == 2
+    assert not any(_alive(pid) for pid in pids), "a rank survived the failed run"
+    assert multiprocessing.active_children() == []
+
+
+def test_rank_that_hangs_is_killed_at_the_timeout(tmp_path):
+    timeout = 10.0
+    start = time.monotonic()
+    with pytest.raises(DistributedTimeout) as info:
+        run_distributed(hanging_rank, 2, str(tmp_path), timeout=timeout)
+    elapsed = time.monotonic() - start
+    assert 0 in info.value.unfinished
+    assert "timed out" in str(info.value)
+    assert elapsed < timeout + 15, f"the timeout took {elapsed:.1f} s to end the run"
+    pids = _pids(tmp_path)
+    assert len(pids) == 2
+    assert not any(_alive(pid) for pid in pids), "a hung rank was left behind"
+    assert multiprocessing.active_children() == []
+
+
+def test_rank_that_dies_silently_is_reported():
+    with pytest.raises(DistributedError, match=r"rank 1 died with exit code 3"):
+        run_distributed(dying_rank, 2, timeout=120)
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("world_size", [0, -1, 2.0])
+def test_invalid_world_size_is_refused_before_any_process(world_size):
+    with pytest.raises(ValueError, match="world_size"):
+        run_distributed(all_reduce_rank, world_size, 1)
+    assert multiprocessing.active_children() == []
+
+
+def test_more_ranks_than_the_machine_can_run_is_refused():
+    too_many = max_world_size("gloo") + 1
+    with pytest.raises(ValueError, match=r"cannot run \d+ ranks on this machine"):
+        run_distributed(all_reduce_rank, too_many, 1)
+    assert multiprocessing.active_children() == []
+
+
+def test_nccl_needs_a_gpu_per_rank():
+    if not dist.is_nccl_available():
+        pytest.skip("this torch build has no nccl")
+    too_many = (torch.cuda.device_count() if torch.cuda.is_available() else 0) + 1
+    with pytest.raises(ValueError, match="one GPU per rank"):
+        validate_world_size(too_many, "nccl")
+
+
+def test_nested_function_is_refused_with_a_hint():
+    def local_rank_fn(rank, world_size):
+        return rank
+
+    with pytest.raises(TypeError, match="module level"):
+        run_distributed(local_rank_fn, 2)
+    with pytest.raises(TypeError, match="module level"):
+        run_distributed(lambda rank, world_size: rank, 2)
+
+
+def test_under_torchrun_follows_the_environment(monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert not under_torchrun()
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert under_torchrun()
+
+
+TORCHRUN_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+import torch.distributed as dist
+from pytest_hpml.distributed import run_distributed, under_torchrun
+from tests.test_distributed import all_reduce_rank
+
+assert under_torchrun()
+results = run_distributed(all_reduce_rank, 2, 4)
+print("RESULT", dist.get_rank() if dist.is_initialized() else "-",
+      [r["rank"] for r in results], [r["sum"].tolist() for r in results], flush=True)
+"""
+
+
+def test_same_code_runs_unchanged_under_torchrun(tmp_path):
+    """Under torchrun the launcher joins the existing job instead of spawning ranks."""
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(TORCHRUN_SCRIPT.format(root=str(REPO_ROOT))))
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    completed = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         str(script)],
+        capture_output=True, text=True, timeout=180, env=env, cwd=str(tmp_path),
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT")]
+    assert len(lines) == 2, completed.stdout
+    for line in lines:
+        assert "[0, 1] [[3.0, 3.0, 3.0, 3.0], [3.0, 3.0, 3.0, 3.0]]" in line
