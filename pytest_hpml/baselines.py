@@ -132,6 +132,10 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
     else:
         change = (current.value - base.value) / abs(base.value)
     current.change = change
+    if math.isnan(change):
+        # A NaN on either side has no direction: shown, never ranked as better or worse.
+        current.verdict = "ambiguous"
+        return current
     if abs(change) <= tol:
         current.verdict = "unchanged"
         return current

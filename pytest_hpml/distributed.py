@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import multiprocessing.connection as mp_connection
 import os
 import pickle
 import queue
@@ -57,6 +58,8 @@ BACKENDS = ("gloo", "nccl")
 GLOO_RANKS_PER_CORE = 4
 # How long a terminated rank gets to exit before it is killed outright.
 TERMINATE_GRACE = 2.0
+# How long the error path waits for a rank that died without a word to show its closed pipe.
+SILENT_DEATH_WAIT = 1.0
 # How often the parent looks for dead ranks while waiting for results.
 POLL_INTERVAL = 0.05
 # Collectives inside the ranks time out a little after the run itself, so that a hang is reported
@@ -302,8 +305,12 @@ def _first_failure(message: tuple, processes: list[Any], lifelines: list[Any],
     """
     others = _drain(results, 0.2)
     reported = {message[1]} | {m[1] for m in others}
-    silent = [rank for rank, lifeline in enumerate(lifelines)
-              if rank not in finished and rank not in reported and lifeline.poll(0)]
+    # A short wait, not a glance: on a loaded machine the dead rank's pipe may close a moment
+    # after its peer's report arrives. Only the error path pays for it.
+    unreported = [lifelines[rank] for rank in range(len(lifelines))
+                  if rank not in finished and rank not in reported]
+    closed = set(mp_connection.wait(unreported, timeout=SILENT_DEATH_WAIT)) if unreported else set()
+    silent = [rank for rank, lifeline in enumerate(lifelines) if lifeline in closed]
     if silent:
         processes[silent[0]].join(TERMINATE_GRACE)
         exitcode = processes[silent[0]].exitcode

@@ -148,12 +148,17 @@ class Hpml(Recorder):
         for marker in reversed(list(self._item.iter_markers("hpml"))):
             unknown = set(marker.kwargs) - allowed - {"tolerance"}
             if unknown:
-                raise pytest.UsageError(
+                # A readable error on this test, not a traceback into the plugin.
+                pytest.fail(
                     f"{self._item.nodeid}: unknown @pytest.mark.hpml option(s) "
-                    f"{sorted(unknown)}; known: {sorted(allowed | {'tolerance'})}"
+                    f"{sorted(unknown)}; known: {sorted(allowed | {'tolerance'})}",
+                    pytrace=False,
                 )
             values.update({k: v for k, v in marker.kwargs.items() if k in allowed})
-        return TimingConfig(**values)
+        try:
+            return TimingConfig(**values)
+        except ValueError as exc:
+            pytest.fail(f"{self._item.nodeid}: @pytest.mark.hpml: {exc}", pytrace=False)
 
     def _clock(self) -> Clock:
         if self.device.type != "cuda":

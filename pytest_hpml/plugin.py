@@ -143,8 +143,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _already_parametrized(metafunc: pytest.Metafunc, name: str) -> bool:
-    return any(m.args and name in str(m.args[0]).replace(" ", "").split(",")
-               for m in metafunc.definition.iter_markers("parametrize"))
+    """Whether the test parametrizes `name` itself ("a,b", ["a", "b"] or argnames=...)."""
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        argnames = marker.args[0] if marker.args else marker.kwargs.get("argnames", ())
+        if isinstance(argnames, str):
+            argnames = argnames.split(",")
+        if name in (str(a).strip() for a in argnames):
+            return True
+    return False
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -223,7 +229,11 @@ class RecordCollector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "hpml_records", None)
         if data and report.when == "call":
-            self.session.records.extend(Record.from_dict(d) for d in data)
+            records = [Record.from_dict(d) for d in data]
+            self.session.records.extend(records)
+            if report.failed:
+                # A wrong result or a regression must not become the next run's baseline.
+                self.session.failed_ids.update(r.id for r in records)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -231,15 +241,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not is_controller(config):
         return
     hs = config.stash[SESSION_KEY]
-    records = hs.records
     from pytest_hpml.fingerprint import fingerprint
+    from pytest_hpml.report.tables import in_report_order
+
+    # Files list rows as the tables do, not in the order xdist workers happened to finish.
+    records = hs.records = in_report_order(hs.records)
 
     written: list[Path] = []
     try:
-        if hs.save and records:
+        passed = [r for r in records if r.id not in hs.failed_ids]
+        if hs.save and len(passed) < len(records):
+            hs.say_once(f"--hpml-save-baseline: {len(records) - len(passed)} row(s) of failed "
+                        "tests not saved; their previous baseline entries are kept.")
+        if hs.save and passed:
             from pytest_hpml import baselines
 
-            written.append(baselines.save(hs.baseline_path, fingerprint(), hs.profile, records))
+            written.append(baselines.save(hs.baseline_path, fingerprint(), hs.profile, passed))
         if hs.report:
             from pytest_hpml.report.files import write_report
 

@@ -36,6 +36,7 @@ class HpmlSession:
             "target_rse": opt.hpml_target_rse,
         }
         self.records: list[Record] = []
+        self.failed_ids: set[str] = set()  # rows of failed tests: reported, never saved
         self.messages: list[str] = []  # said once in the terminal summary
         self._ceilings: dict[str, Ceilings] = {}
         self._baseline: baselines.Baseline | None = None

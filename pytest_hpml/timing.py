@@ -165,6 +165,8 @@ def measure(
     warm = clock.run(call, config.warmup, 1)
     inner = 1
     if not config.cold_l2 and clock.device == "cpu":
+        # Later warm-up calls show the steady state; with one warm-up call the first (slow)
+        # call is all there is, which errs towards fewer repeats, never towards more.
         fastest_warm = min(warm[1:] or warm)
         if fastest_warm < config.min_sample_time:
             # perf_counter's resolution and call overhead dominate sub-20 us calls.

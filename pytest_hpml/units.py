@@ -35,10 +35,19 @@ def format_value(value: float, unit: str, spread: float | None = None) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return f"{value} {unit}".strip()
     factor, shown = scale_for(unit, value)
-    text = _number(value / factor)
+    text = format_number(value / factor, unit)
     if spread is not None:
         text += f" ± {_number(spread / factor)}"
     return f"{text} {shown}".strip()
+
+
+def format_number(x: float, unit: str = "") -> str:
+    """A table cell's number: whole numbers (counts of parameters, images, bytes) print exactly;
+    everything else with four significant digits. Times never do, so a column of milliseconds
+    keeps one format."""
+    if unit != "s" and math.isfinite(x) and float(x).is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}"
+    return _number(x)
 
 
 def _number(x: float) -> str:
@@ -46,8 +55,6 @@ def _number(x: float) -> str:
     if x == 0:
         return "0"
     magnitude = abs(x)
-    if float(x).is_integer() and magnitude < 1e15:
-        return f"{int(x):,}"  # counts (parameters, elements) stay exact and readable
     if magnitude >= 1e5 or magnitude < 1e-3:
         return f"{x:.3e}"
     decimals = max(0, 3 - math.floor(math.log10(magnitude)))

@@ -168,14 +168,15 @@ def test_under_torchrun_follows_the_environment(monkeypatch):
 TORCHRUN_SCRIPT = """
 import sys
 sys.path.insert(0, {root!r})
-import torch.distributed as dist
+import os
 from pytest_hpml.distributed import run_distributed, under_torchrun
 from tests.test_distributed import all_reduce_rank
 
 assert under_torchrun()
 results = run_distributed(all_reduce_rank, 2, 4)
-print("RESULT", dist.get_rank() if dist.is_initialized() else "-",
-      [r["rank"] for r in results], [r["sum"].tolist() for r in results], flush=True)
+# One file per rank: two ranks printing to one pipe may interleave their lines.
+with open(f"result-{{os.environ['RANK']}}.txt", "w") as out:
+    out.write(f"{{[r['rank'] for r in results]}} {{[r['sum'].tolist() for r in results]}}")
 """
 
 
@@ -190,7 +191,6 @@ def test_same_code_runs_unchanged_under_torchrun(tmp_path):
         capture_output=True, text=True, timeout=180, env=env, cwd=str(tmp_path),
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT")]
-    assert len(lines) == 2, completed.stdout
-    for line in lines:
-        assert "[0, 1] [[3.0, 3.0, 3.0, 3.0], [3.0, 3.0, 3.0, 3.0]]" in line
+    for rank in (0, 1):
+        line = (tmp_path / f"result-{rank}.txt").read_text()
+        assert line == "[0, 1] [[3.0, 3.0, 3.0, 3.0], [3.0, 3.0, 3.0, 3.0]]", line

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_hpml.results import Metric, Record
-from pytest_hpml.units import _number, scale_for
+from pytest_hpml.units import _number, format_number, scale_for
 
 
 @dataclass
@@ -25,6 +25,14 @@ def group_by_experiment(records: Iterable[Record]) -> dict[str, list[Record]]:
     for record in sorted(records, key=lambda r: _sortable(r.order)):
         groups.setdefault(record.experiment, []).append(record)
     return groups
+
+
+def in_report_order(records: Iterable[Record]) -> list[Record]:
+    """Experiments in the order of their first row, rows in collection order.
+
+    The same order with or without xdist, whose workers finish tests in any order.
+    """
+    return [r for group in group_by_experiment(records).values() for r in group]
 
 
 def _sortable(order: list[Any]) -> list[tuple[int, Any]]:
@@ -49,7 +57,7 @@ def _cell(metric: Metric | None, factor: float) -> str:
         return ""
     if not math.isfinite(metric.value):
         return str(metric.value)
-    text = _number(metric.value / factor)
+    text = format_number(metric.value / factor, metric.unit)
     if metric.iqr is not None:
         text += f" ± {_number(metric.iqr / factor)}"
     return text
@@ -135,8 +143,10 @@ def comparison_table(records: list[Record]) -> Table | None:
                 r.experiment.rsplit("::", 1)[-1],
                 ", ".join(f"{k}={v}" for k, v in r.params.items()),
                 m.name,
-                "" if m.baseline is None else f"{_number(m.baseline / factor)} {shown}".strip(),
-                "" if m.verdict == "missing" else f"{_number(m.value / factor)} {shown}".strip(),
+                "" if m.baseline is None
+                else f"{format_number(m.baseline / factor, m.unit)} {shown}".strip(),
+                "" if m.verdict == "missing"
+                else f"{format_number(m.value / factor, m.unit)} {shown}".strip(),
                 "" if m.change is None else f"{m.change:+.1%}",
                 m.verdict,
                 "" if m.p_value is None else f"{m.p_value:.2g}",

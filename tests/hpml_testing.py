@@ -1,0 +1,44 @@
+"""Helpers shared by the plugin's tests (imported by name: tests/ is on sys.path).
+
+In-process pytester runs are used where possible: a subprocess pays the torch import again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hpml import devices
+
+#: Whether CUDA tests run here; most expectations are written for a machine without a GPU.
+HAS_GPU = devices.physical_gpu_count() > 0
+
+#: For the checks of what happens without a GPU (the development machine, CPU-only CI).
+without_gpu = pytest.mark.skipif(HAS_GPU, reason="checks the behaviour on a machine without GPU")
+
+#: Inner runs: short timings (the plugin's behaviour is under test, not the machine's) and the
+#: quick profile whatever the machine, so baseline file names are known.
+FAST = ("--hpml-max-time=0.05", "--hpml-profile=quick", "-p", "no:cacheprovider")
+
+
+def run_with_json(pytester: pytest.Pytester, *args: str) -> tuple[Any, dict[str, Any]]:
+    """Run pytest in process with a JSON report; returns (result, report document)."""
+    out = pytester.path / "hpml-report.json"
+    result = pytester.runpytest(*FAST, f"--hpml-report={out}", *args)
+    assert out.exists(), result.stdout.str()
+    return result, json.loads(out.read_text(encoding="utf-8"))
+
+
+def metrics_by_test(document: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """{record id: {metric name: metric dict}} from a JSON report."""
+    return {r["id"]: {m["name"]: m for m in r["metrics"]} for r in document["records"]}
+
+
+def only_baseline_file(directory: Path) -> Path:
+    files = sorted(directory.glob("*.json"))
+    assert len(files) == 1, files
+    return files[0]
+

@@ -1,0 +1,75 @@
+"""Charts: line charts and rooflines from hpml_plot markers, drawn by the controller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hpml_testing import FAST
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+EXPERIMENT = """
+    import pytest
+
+    @pytest.mark.hpml_plot("times.png", x="k", y="time", series="config", title="Sweep")
+    @pytest.mark.hpml_plot("explicit.png", x="k", y="time", series="config",
+                           where={"config": "explicit"}, logx=False, logy=False)
+    @pytest.mark.hpml_plot("nothing.png", x="k", y="time", where={"config": "absent"})
+    @pytest.mark.parametrize("config", ["explicit", "unified"])
+    @pytest.mark.parametrize("k", [1, 10, 100])
+    def test_sweep(hpml, k, config):
+        hpml.record("time", k * (1e-3 if config == "explicit" else 2e-3), unit="s",
+                    better="lower")
+        path = hpml.plot_path("per-test.png")
+        assert path is not None and path.parent.is_dir()
+
+    @pytest.mark.hpml_plot("roofline.png", kind="roofline", x="intensity", y="achieved",
+                           label="model", peak="peak", bandwidth="bw")
+    @pytest.mark.parametrize("model", ["small", "large"])
+    def test_roofline(hpml, model):
+        hpml.record("intensity", 2.0 if model == "small" else 50.0, unit="FLOP/B")
+        hpml.record("achieved", 1e11 if model == "small" else 8e11, unit="FLOP/s")
+        hpml.record("peak", 1e12, unit="FLOP/s")
+        hpml.record("bw", 1e11, unit="B/s")
+"""
+
+
+def test_plots_are_written(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("matplotlib")
+    pytester.makepyfile(test_charts=EXPERIMENT)
+    result = pytester.runpytest(*FAST, "--hpml-plots=charts")
+    result.assert_outcomes(passed=8)
+    charts = pytester.path / "charts"
+    written = sorted(p.name for p in charts.iterdir())
+    # No rows match the `where` of nothing.png, so it is not drawn; per-test.png is the tests'.
+    assert written == ["explicit.png", "roofline.png", "times.png"]
+    for name in written:
+        data = Path(charts, name).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 1000
+    result.stdout.fnmatch_lines(["hpml: wrote charts/times.png"])
+
+
+def test_plot_path_is_none_without_plots_option(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_x(hpml):
+            assert hpml.plot_path("x.png") is None
+        """
+    )
+    pytester.runpytest(*FAST).assert_outcomes(passed=1)
+
+
+def test_hpml_plot_needs_a_file_name(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.hpml_plot(x="k", y="time")
+        def test_x(hpml):
+            hpml.record("time", 1.0)
+        """
+    )
+    result = pytester.runpytest(*FAST)
+    assert result.ret != 0
+    assert "hpml_plot needs a file name" in result.stdout.str()

@@ -1,0 +1,61 @@
+"""Metrics and records: plain data that survives JSON (xdist transport, baselines, reports)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from pytest_hpml.results import Metric, Record
+
+
+def test_metric_round_trip_drops_unset_fields() -> None:
+    m = Metric("time", 1e-3, "s", "lower", samples=[1e-3, 2e-3], tolerance=0.2, iqr=1e-4)
+    data = m.to_dict()
+    assert data == {"name": "time", "value": 1e-3, "unit": "s", "better": "lower",
+                    "samples": [1e-3, 2e-3], "tolerance": 0.2, "iqr": 1e-4}
+    assert Metric.from_dict(json.loads(json.dumps(data))) == m
+
+
+def test_record_round_trip_through_json() -> None:
+    record = Record(
+        id="t.py::test_x[fp16-1]", experiment="Copy",
+        params={"dtype": torch.float16, "device": torch.device("cpu"), "k": np.int64(3),
+                "ratio": 0.5, "inf": math.inf, "name": "x", "flag": True, "none": None},
+        metrics=[Metric("time", 2e-3, "s", "lower", verdict="regressed", baseline=1e-3,
+                        change=1.0, p_value=0.001)],
+        order=["t.py", 3, 0, 1, 0], device="cpu", warnings=["time: noisy"],
+        views={"pivot": {"index": ["k"], "columns": "dtype"}},
+    )
+    data = json.loads(json.dumps(record.to_dict()))
+    assert data["params"] == {"dtype": "float16", "device": "cpu", "k": 3, "ratio": 0.5,
+                              "inf": "inf", "name": "x", "flag": True, "none": None}
+    back = Record.from_dict(data)
+    assert back.to_dict() == data
+    assert back.metric("time").verdict == "regressed" and back.metric("nope") is None
+
+
+@pytest.mark.parametrize("value", [np.float32(1.5), torch.tensor(1.5), 3, True])
+def test_metric_values_become_python_floats(value) -> None:
+    m = Metric("x", value)
+    assert type(m.value) is float
+
+
+def test_bad_metrics_are_refused_with_the_name() -> None:
+    with pytest.raises(ValueError, match="'x': better must be"):
+        Metric("x", 1.0, better="faster")
+    with pytest.raises(ValueError, match="'x': tolerance must be >= 0"):
+        Metric("x", 1.0, tolerance=-0.1)
+    with pytest.raises(TypeError, match="must be a number, got str"):
+        Metric("x", "1.0")
+
+
+def test_re_recording_a_name_replaces_it() -> None:
+    r = Record("t", "E")
+    r.add(Metric("x", 1.0))
+    r.add(Metric("y", 2.0))
+    r.add(Metric("x", 3.0))
+    assert [(m.name, m.value) for m in r.metrics] == [("y", 2.0), ("x", 3.0)]

@@ -1,0 +1,79 @@
+"""Summaries of samples and the Mann-Whitney U test the comparisons rely on."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from pytest_hpml.stats import mann_whitney_u, quantile, summarize
+
+
+def test_quantile_interpolates_like_numpy() -> None:
+    np = pytest.importorskip("numpy")
+    data = sorted(random.Random(1).uniform(0, 10) for _ in range(17))
+    for q in (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0):
+        assert quantile(data, q) == pytest.approx(float(np.quantile(data, q)))
+
+
+def test_quantile_of_nothing_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no samples"):
+        quantile([], 0.5)
+
+
+def test_summary_fields() -> None:
+    s = summarize([4.0, 1.0, 3.0, 2.0, 5.0])
+    assert (s.n, s.median, s.min, s.mean) == (5, 3.0, 1.0, 3.0)
+    assert s.iqr == pytest.approx(4.0 - 2.0)
+    assert s.stdev == pytest.approx(math.sqrt(2.5))
+    assert s.cv == pytest.approx(math.sqrt(2.5) / 3.0)
+    assert s.relative_standard_error == pytest.approx(math.sqrt(2.5) / math.sqrt(5) / 3.0)
+
+
+def test_summary_of_one_sample_has_no_spread() -> None:
+    s = summarize([2.0])
+    assert (s.stdev, s.iqr) == (0.0, 0.0)
+    assert s.relative_standard_error == math.inf  # one sample never says "tight enough"
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def _cases() -> list[tuple[list[float], list[float]]]:
+    rng = random.Random(1234)
+    cases = []
+    for n1, n2, shift in [(10, 10, 0.0), (12, 15, 0.5), (30, 25, 0.1), (9, 40, 1.0),
+                          (50, 50, 0.0)]:
+        cases.append(([rng.gauss(0, 1) for _ in range(n1)],
+                      [rng.gauss(shift, 1) for _ in range(n2)]))
+    # Ties: timings quantized to a clock tick, and heavy ties across both sides.
+    for n1, n2, levels in [(10, 12, 4), (20, 20, 3), (15, 30, 6)]:
+        cases.append(([float(rng.randrange(levels)) for _ in range(n1)],
+                      [float(rng.randrange(levels) + rng.randrange(2)) for _ in range(n2)]))
+    cases.append(([1.0] * 10 + [2.0], [2.0] * 11))
+    cases.append(([1.0, 2.0, 3.0] * 4, [4.0, 5.0, 6.0] * 4))  # fully separated
+    return cases
+
+
+@pytest.mark.parametrize("x, y", _cases())
+def test_mann_whitney_matches_scipy(x: list[float], y: list[float]) -> None:
+    stats = pytest.importorskip("scipy.stats")
+    expected = stats.mannwhitneyu(x, y, alternative="two-sided", method="asymptotic",
+                                  use_continuity=True)
+    u, p = mann_whitney_u(x, y)
+    assert u == pytest.approx(expected.statistic)
+    assert p == pytest.approx(expected.pvalue, rel=1e-9, abs=1e-15)
+
+
+def test_mann_whitney_is_symmetric_in_p() -> None:
+    x, y = [1.0, 2.5, 3.0, 4.0, 7.0], [2.0, 5.0, 6.0, 8.0, 9.0, 10.0]
+    assert mann_whitney_u(x, y)[1] == pytest.approx(mann_whitney_u(y, x)[1])
+
+
+def test_mann_whitney_all_identical_is_no_evidence() -> None:
+    assert mann_whitney_u([1.0] * 10, [1.0] * 12)[1] == 1.0
+
+
+def test_mann_whitney_needs_both_sides() -> None:
+    with pytest.raises(ValueError, match="both sides"):
+        mann_whitney_u([], [1.0])

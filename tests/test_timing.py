@@ -1,0 +1,241 @@
+"""The timers: warm-up, adaptive sampling and the CUDA event logic, driven by fake clocks."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+
+from pytest_hpml.stats import summarize
+from pytest_hpml.timing import (
+    NOISY_IQR_RATIO,
+    CpuClock,
+    CudaClock,
+    Timing,
+    TimingConfig,
+    measure,
+)
+
+
+class FakeClock:
+    """A CPU-like clock whose calls take scripted durations; wall time advances with them."""
+
+    device = "cpu"
+
+    def __init__(self, durations: Iterable[float]) -> None:
+        self._durations = iter(durations)
+        self.now_ns = 0
+        self.runs: list[tuple[int, int]] = []  # (count, inner) of each batch
+
+    def wall_ns(self) -> int:
+        return self.now_ns
+
+    def run(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]:
+        self.runs.append((count, inner))
+        out = []
+        for _ in range(count):
+            total = 0.0
+            for _ in range(inner):
+                fn()
+                total += next(self._durations)
+            self.now_ns += int(total * 1e9)
+            out.append(total / inner)
+        return out
+
+
+def test_first_call_is_never_a_sample() -> None:
+    calls = []
+    # The first call is the slow one (JIT, autotuning): 1 s against 1 ms afterwards.
+    clock = FakeClock(itertools.chain([1.0], itertools.repeat(1e-3)))
+    timing = measure(lambda: calls.append(1), clock=clock, wall_ns=clock.wall_ns,
+                     config=TimingConfig(min_samples=10))
+    assert clock.runs[0] == (1, 1)  # the warm-up batch: one call, timed separately
+    assert 1.0 not in timing.samples
+    assert timing.samples == [1e-3] * timing.n
+    assert len(calls) == 1 + timing.n
+
+
+def test_more_warmup_calls_are_excluded_too() -> None:
+    clock = FakeClock(itertools.chain([5.0, 2.0, 1.0], itertools.repeat(1e-3)))
+    timing = measure(lambda: None, clock=clock, wall_ns=clock.wall_ns,
+                     config=TimingConfig(min_samples=10, warmup=3))
+    assert max(timing.samples) == 1e-3
+
+
+def test_warmup_of_zero_is_refused() -> None:
+    with pytest.raises(ValueError, match="first call is never a sample"):
+        TimingConfig(warmup=0)
+
+
+@pytest.mark.parametrize("field, value", [("min_samples", 0), ("max_time", 0),
+                                          ("target_rse", 0)])
+def test_bad_config_is_refused(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=field):
+        TimingConfig(**{field: value})
+
+
+def test_steady_calls_stop_after_min_samples() -> None:
+    clock = FakeClock(itertools.repeat(1e-3))
+    timing = measure(lambda: None, clock=clock, wall_ns=clock.wall_ns,
+                     config=TimingConfig(min_samples=15, max_time=100.0))
+    assert timing.n == 15  # zero spread: the first batch is already tight enough
+
+
+def test_at_least_min_samples_even_past_the_time_cap() -> None:
+    # Every call takes longer than the whole cap: still min_samples samples.
+    clock = FakeClock(itertools.repeat(0.5))
+    timing = measure(lambda: None, clock=clock, wall_ns=clock.wall_ns,
+                     config=TimingConfig(min_samples=12, max_time=0.1))
+    assert timing.n == 12
+
+
+def test_sampling_continues_until_the_standard_error_is_small() -> None:
+    # +-1 % alternating: stdev/sqrt(n)/mean <= 0.1 % needs about 100 samples.
+    clock = FakeClock(itertools.cycle([0.99e-3, 1.01e-3]))
+    target = 0.001
+    timing = measure(lambda: None, clock=clock, wall_ns=clock.wall_ns,
+                     config=TimingConfig(min_samples=10, max_time=100.0, target_rse=target))
+    assert summarize(timing.samples).relative_standard_error <= target
+    assert 100 <= timing.n <= 220  # batches grow, so it may overshoot, but not by much
+    assert summarize(timing.samples[: timing.n // 2]).relative_standard_error > target
+
+
+def test_noisy_calls_stop_at_the_time_cap() -> None:
+    clock = FakeClock(itertools.cycle([1e-3, 2e-3]))
+    timing = measure(lambda: None, clock=clock, wall_ns=clock.wall_ns,
+                     config=TimingConfig(min_samples=10, max_time=0.2))
+    elapsed = sum(timing.samples)  # wall time spent sampling, in this fake
+    assert 0.2 <= elapsed <= 0.2 * 1.1
+    assert timing.n < 400
+
+
+def _fixed(samples: list[float]) -> Timing:
+    """measure() over exactly these samples: the wall clock jumps past the cap at once."""
+    clock = FakeClock(itertools.chain([1.0], samples))
+    wall = itertools.chain([0], itertools.repeat(10**12))
+    return measure(lambda: None, clock=clock, wall_ns=lambda: next(wall),
+                   config=TimingConfig(min_samples=len(samples), max_time=1.0))
+
+
+def test_iqr_of_ten_percent_of_the_median_is_noisy() -> None:
+    noisy = _fixed([9.5, 9.5, 10.0, 10.5, 10.5])  # IQR 1.0, median 10.0: exactly 10 %
+    assert noisy.iqr / noisy.median == NOISY_IQR_RATIO
+    assert len(noisy.warnings) == 1
+    assert "noisy timing" in noisy.warnings[0] and "10%" in noisy.warnings[0]
+    quiet = _fixed([9.6, 9.6, 10.0, 10.4, 10.4])  # IQR 8 % of the median
+    assert quiet.warnings == []
+
+
+def test_timing_fields() -> None:
+    t = Timing(samples=[3.0, 1.0, 2.0, 4.0, 5.0])
+    assert (t.n, t.median, t.min, t.mean) == (5, 3.0, 1.0, 3.0)
+    assert t.iqr == pytest.approx(2.0)
+    assert t.cv == pytest.approx(summarize(t.samples).stdev / 3.0)
+    assert "median=3000 ms" in repr(t)
+
+
+def test_cpu_clock_repeats_very_short_calls_inside_a_sample() -> None:
+    ticks = itertools.count(0, 1000)  # 1 us per call to the fake perf_counter_ns
+    clock = CpuClock(now_ns=lambda: next(ticks))
+    out = clock.run(lambda: None, count=3, inner=4)
+    assert out == [pytest.approx(1e-6 / 4)] * 3  # per call, not per sample
+
+
+def test_cpu_calls_below_the_clock_resolution_are_batched() -> None:
+    clock = FakeClock(itertools.repeat(1e-7))  # 100 ns per call
+    timing = measure(lambda: None, clock=clock, wall_ns=clock.wall_ns,
+                     config=TimingConfig(min_samples=10, max_time=100.0))
+    assert timing.inner >= 200  # >= 20 us per sample
+    assert all(inner == timing.inner for _, inner in clock.runs[1:])
+    assert timing.median == pytest.approx(1e-7)
+
+
+# -- CUDA: events around each sample, one synchronize per batch, L2 flush outside ------------
+
+
+class FakeGpu:
+    """A GPU stream in miniature: a clock that kernels advance and events that read it."""
+
+    def __init__(self) -> None:
+        self.now_ms = 0.0
+        self.log: list[str] = []
+        self.synchronized = False
+        self.synchronize_calls = 0
+
+    def event(self) -> FakeEvent:
+        return FakeEvent(self)
+
+    def synchronize(self) -> None:
+        self.synchronize_calls += 1
+        self.synchronized = True
+        self.log.append("sync")
+
+    def kernel(self, name: str, ms: float) -> None:
+        self.synchronized = False
+        self.log.append(name)
+        self.now_ms += ms
+
+
+class FakeEvent:
+    def __init__(self, gpu: FakeGpu) -> None:
+        self.gpu = gpu
+        self.at: float | None = None
+
+    def record(self) -> None:
+        self.gpu.log.append("record")
+        self.at = self.gpu.now_ms
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        # The real API raises when an event has not completed: the host must synchronize first.
+        if not self.gpu.synchronized:
+            raise RuntimeError("elapsed_time before synchronize")
+        assert self.at is not None and end.at is not None
+        return end.at - self.at
+
+
+def test_cuda_clock_events_around_each_sample_and_one_synchronize() -> None:
+    gpu = FakeGpu()
+    clock = CudaClock(gpu.event, gpu.synchronize)
+    out = clock.run(lambda: gpu.kernel("fn", 2.0), count=4, inner=1)
+    assert out == [pytest.approx(2e-3)] * 4
+    assert gpu.synchronize_calls == 1
+    assert gpu.log == ["record", "fn", "record"] * 4 + ["sync"]
+
+
+def test_cuda_clock_divides_by_inner_calls() -> None:
+    gpu = FakeGpu()
+    out = CudaClock(gpu.event, gpu.synchronize).run(lambda: gpu.kernel("fn", 1.0), 2, 3)
+    assert out == [pytest.approx(1e-3)] * 2
+    assert gpu.log == (["record"] + ["fn"] * 3 + ["record"]) * 2 + ["sync"]
+
+
+def test_cold_l2_flushes_before_each_sample_outside_the_timed_region() -> None:
+    gpu = FakeGpu()
+    clock = CudaClock(gpu.event, gpu.synchronize, flush_l2=lambda: gpu.kernel("flush", 7.0))
+    out = clock.run(lambda: gpu.kernel("fn", 1.0), count=3, inner=1)
+    assert out == [pytest.approx(1e-3)] * 3  # the 7 ms flush is in no sample
+    assert gpu.log == ["flush", "record", "fn", "record"] * 3 + ["sync"]
+
+
+def test_measure_on_cuda_synchronizes_once_per_batch() -> None:
+    gpu = FakeGpu()
+    batches = []
+
+    class CountingClock(CudaClock):
+        def run(self, fn, count, inner):
+            batches.append(count)
+            return super().run(fn, count, inner)
+
+    durations = itertools.cycle([1.0, 1.3, 0.8])  # noisy enough to need several batches
+    clock = CountingClock(gpu.event, gpu.synchronize, device="cuda:0",
+                          flush_l2=lambda: gpu.kernel("flush", 0.1))
+    timing = measure(lambda: gpu.kernel("fn", next(durations)), clock=clock,
+                     wall_ns=lambda: int(gpu.now_ms * 1e6),
+                     config=TimingConfig(min_samples=10, max_time=0.2, cold_l2=True))
+    assert timing.device == "cuda:0" and timing.cold_l2
+    assert gpu.synchronize_calls == len(batches) >= 3  # warm-up batch + sampling batches
+    assert timing.inner == 1  # event timing is never batched into inner repeats
+    assert timing.n == sum(batches[1:])
+    assert sorted({round(s * 1e4) for s in timing.samples}) == [8, 10, 13]

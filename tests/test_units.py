@@ -1,0 +1,49 @@
+"""SI base units inside, readable units when printing."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pytest_hpml.units import format_value, scale_for
+
+
+@pytest.mark.parametrize("value, unit, text", [
+    (1.5e-3, "s", "1.500 ms"),
+    (2.5e-6, "s", "2.500 us"),
+    (7e-9, "s", "7.000 ns"),
+    (3.5, "s", "3.500 s"),
+    (120.5, "s", "120.5 s"),
+    (1e-11, "s", "0.01000 ns"),
+    (1e-13, "s", "1.000e-04 ns"),
+    (900.5e9, "B/s", "900.5 GB/s"),
+    (1.2e12, "B/s", "1.200 TB/s"),
+    (3.35e15, "FLOP/s", "3.350 PFLOP/s"),
+    (2.5e9, "FLOP", "2.500 GFLOP"),
+    (4096.0, "B", "4.096 kB"),
+    (12.5, "B", "12.50 B"),
+    (0.93, "%", "0.9300 %"),
+    (101770.5, "", "1.018e+05"),
+    # Whole numbers after scaling are printed exactly: counts of parameters, bytes, elements.
+    (101770.0, "", "101,770"),
+    (12.0, "B", "12 B"),
+    (8e12, "B/s", "8 TB/s"),
+    (0.0, "s", "0 s"),
+])
+def test_format_value(value: float, unit: str, text: str) -> None:
+    assert format_value(value, unit) == text
+
+
+def test_spread_in_the_same_unit() -> None:
+    assert format_value(2.5e-3, "s", spread=5e-5) == "2.500 ± 0.05000 ms"
+
+
+def test_non_finite_values_are_printed_as_such() -> None:
+    assert format_value(math.inf, "s") == "inf s"
+    assert format_value(math.nan, "B/s") == "nan B/s"
+    assert scale_for("s", math.inf) == (1.0, "s")
+
+
+def test_negative_values_scale_by_magnitude() -> None:
+    assert format_value(-2.5e9, "FLOP/s") == "-2.500 GFLOP/s"
