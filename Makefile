@@ -24,6 +24,7 @@ bench: $(STAMP)
 
 # Every test: the plugin's own tests and every lab in the quick profile, under xdist.
 test: $(STAMP)
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto --hpml-profile quick -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -18,7 +18,8 @@ from typing import Any
 
 from pytest_hpml.fingerprint import machine_key
 from pytest_hpml.results import Metric, Record
-from pytest_hpml.stats import mann_whitney_u
+from pytest_hpml.stats import mann_whitney_u, summarize
+from pytest_hpml.timing import NOISY_IQR_RATIO
 
 SCHEMA = "pytest-hpml/baseline/1"
 DEFAULT_TOLERANCE = 0.10
@@ -151,8 +152,19 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
         if p >= alpha:
             current.verdict = "ambiguous"  # beyond tolerance, but within the noise
             return current
+        if _noisy(current.samples) or _noisy(base.samples):
+            # Samples from a disturbed run (a noisy neighbour, a clock change) are shifted as a
+            # whole, which the rank test reads as significant; a measurement whose own spread
+            # is that wide cannot carry a verdict either way.
+            current.verdict = "ambiguous"
+            return current
     current.verdict = "regressed" if worse else "improved"
     return current
+
+
+def _noisy(samples: list[float]) -> bool:
+    s = summarize(samples)
+    return s.median > 0 and s.iqr / s.median >= NOISY_IQR_RATIO
 
 
 def compare_record(record: Record, baseline: Baseline, tolerance: float = DEFAULT_TOLERANCE,

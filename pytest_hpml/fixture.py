@@ -13,6 +13,7 @@ import torch
 from pytest_hpml import devices, tolerances
 from pytest_hpml.ceilings import Ceilings
 from pytest_hpml.results import Better, Metric, Record
+from pytest_hpml.stats import summarize
 from pytest_hpml.timing import Clock, CpuClock, CudaClock, Timing, TimingConfig, measure
 
 if TYPE_CHECKING:
@@ -40,16 +41,17 @@ class Recorder:
         """Record any metric; `value` in SI base units (s, B, B/s, FLOP/s)."""
         if tolerance is None:
             tolerance = self._owner._marker_option("tolerance")
-        return self._record.add(Metric(name=name, value=value, unit=unit, better=better,
-                                       tolerance=tolerance, samples=samples, note=note))
+        metric = Metric(name=name, value=value, unit=unit, better=better, tolerance=tolerance,
+                        samples=samples, note=note)
+        if samples:
+            metric.iqr = summarize(samples).iqr  # printed as "value ± IQR"
+        return self._record.add(metric)
 
     def time(self, fn: Callable[..., Any], *args: Any, name: str = "time", **kwargs: Any) -> Timing:
         """Time fn(*args, **kwargs) on this test's device; records `name` (s, lower is better)."""
         timing = measure(fn, args, kwargs, clock=self._owner._clock(),
                          config=self._owner.timing_config)
-        s = timing.summary
-        self.record(name, s.median, unit="s", better="lower",
-                    samples=list(timing.samples)).iqr = s.iqr
+        self.record(name, timing.median, unit="s", better="lower", samples=list(timing.samples))
         for warning in timing.warnings:
             self._record.warnings.append(f"{name}: {warning}")
         return timing

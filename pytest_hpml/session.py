@@ -5,16 +5,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
 
 from pytest_hpml import baselines
-from pytest_hpml.ceilings import Ceilings
 from pytest_hpml.fingerprint import fingerprint, machine_key, software_changes
 from pytest_hpml.results import Record
-from pytest_hpml.timing import Clock
+
+if TYPE_CHECKING:  # torch is imported only by tests that use it: plain tests stay fast
+    import torch
+
+    from pytest_hpml.ceilings import Ceilings
+    from pytest_hpml.timing import Clock
 
 
 class HpmlSession:
@@ -45,6 +48,8 @@ class HpmlSession:
 
     # -- shared with the fixture ----------------------------------------------------------------
     def ceilings_for(self, device: torch.device, clock_for: Callable[[], Clock]) -> Ceilings:
+        from pytest_hpml.ceilings import Ceilings
+
         key = str(device)
         if key not in self._ceilings:
             self._ceilings[key] = Ceilings(device, self.profile, clock_for)

@@ -161,6 +161,22 @@ def test_a_change_within_the_noise_is_ambiguous_not_a_regression() -> None:
     assert m.p_value >= 0.01 and m.change == pytest.approx(0.3)
 
 
+def test_a_disturbed_run_is_ambiguous_even_when_the_shift_is_significant() -> None:
+    # A noisy neighbour shifts a whole run: the rank test calls it significant, but the
+    # run's own spread (IQR 30 % of its median) is too wide to carry a verdict.
+    old = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.00, 1.02, 0.98, 1.01]
+    new = [1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.2, 1.3, 1.5, 1.6, 1.4]
+    m = baselines.compare_metric(_m(1.4, samples=new), _m(1.0, samples=old))
+    assert m.p_value < 0.01 and m.verdict == "ambiguous"
+    # The same shift measured cleanly on both sides is a regression.
+    steady = [1.40, 1.41, 1.39, 1.42, 1.38, 1.40, 1.41, 1.39, 1.40, 1.42, 1.38, 1.41]
+    assert baselines.compare_metric(_m(1.4, samples=steady), _m(1.0, samples=old)).verdict \
+        == "regressed"
+    # A noisy baseline cannot carry one either.
+    assert baselines.compare_metric(_m(1.0, samples=old), _m(1.4, samples=new)).verdict \
+        == "ambiguous"
+
+
 def test_too_few_samples_fall_back_to_the_tolerance() -> None:
     few = [1.0, 1.1, 0.9]
     m = baselines.compare_metric(_m(1.3, samples=[1.3, 1.2, 1.4]), _m(1.0, samples=few))

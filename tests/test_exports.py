@@ -29,8 +29,11 @@ def test_benchmark_action_files(pytester: pytest.Pytester) -> None:
     smaller = json.loads((pytester.path / "ci" / "bench.json").read_text())
     bigger = json.loads((pytester.path / "ci" / "bench-bigger.json").read_text())
     assert smaller == [
-        {"name": "test_k.py::test_kernel[1] :: time", "unit": "ms", "value": 2.0, "extra": "n=1"},
-        {"name": "test_k.py::test_kernel[2] :: time", "unit": "ms", "value": 4.0, "extra": "n=2"},
+        # The IQR of the recorded samples becomes the range.
+        {"name": "test_k.py::test_kernel[1] :: time", "unit": "ms", "value": 2.0, "range": "± 1",
+         "extra": "n=1"},
+        {"name": "test_k.py::test_kernel[2] :: time", "unit": "ms", "value": 4.0, "range": "± 2",
+         "extra": "n=2"},
     ]
     assert [(e["name"], e["unit"], e["value"]) for e in bigger] == [
         ("test_k.py::test_kernel[1] :: bandwidth", "GB/s", 500.0),

@@ -27,10 +27,13 @@ from pytest_hpml.results import Metric
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_harness(out: Path, runs: int) -> list[dict]:
+def run_harness(out: Path, runs: int, reuse: bool = False) -> list[dict]:
     reports = []
     for i in range(runs):
         path = out / f"run-{i}.json"
+        if reuse and path.exists():
+            reports.append(json.loads(path.read_text()))
+            continue
         subprocess.run([sys.executable, "-m", "pytest", "suites/harness", "-q",
                         "-p", "no:cacheprovider", f"--hpml-report={path}"],
                        cwd=ROOT, check=True, capture_output=True)
@@ -43,7 +46,7 @@ def spread(reports: list[dict]) -> dict[str, float]:
     for report in reports:
         for record in report["records"]:
             for m in record["metrics"]:
-                if m.get("better"):
+                if m.get("better") and m.get("note") != "correctness":
                     values.setdefault(f"{record['id']} {m['name']}", []).append(m["value"])
     return {k: statistics.stdev(v) / statistics.fmean(v) for k, v in values.items()
             if len(v) > 1}
@@ -90,14 +93,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--out", type=Path, default=ROOT / "hpml-out" / "spread")
+    parser.add_argument("--reuse", action="store_true",
+                        help="analyse the run-N.json files already in --out instead of rerunning")
+    parser.add_argument("--skip-trivial", action="store_true",
+                        help="do not time the 500 trivial tests")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    reports = run_harness(args.out, args.runs)
+    reports = run_harness(args.out, args.runs, args.reuse)
     for name, cv in spread(reports).items():
         print(f"CV of the median over {args.runs} runs: {cv:.2%}  {name}")
     regressed, comparisons, verdicts = false_regressions(reports)
     print(f"false regressions: {regressed} of {comparisons} pairwise metric comparisons "
           f"({verdicts})")
+    if args.skip_trivial:
+        return
     for label, seconds in trivial_tests_wall_time(args.out).items():
         print(f"500 trivial tests, {label}: {seconds:.2f} s (median of 3)")
 
