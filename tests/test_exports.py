@@ -75,3 +75,10 @@ def test_timings_export_their_spread_as_range(pytester: pytest.Pytester) -> None
     assert entry["unit"] in ("s", "ms", "us", "ns") and entry["value"] > 0
     assert entry["range"].startswith("± ")
     assert json.loads((pytester.path / "b-bigger.json").read_text()) == []
+
+
+def test_correctness_errors_are_not_exported_as_benchmarks() -> None:
+    error = Metric("max_rel_error", 1e-7, "", "lower", note="correctness")
+    time = Metric("time", 2e-3, "s", "lower")
+    exported = benchmark_action([Record("t", "E", {}, [error, time])])
+    assert [e["name"] for e in exported["customSmallerIsBetter"]] == ["t :: time"]

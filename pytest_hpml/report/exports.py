@@ -22,7 +22,8 @@ def benchmark_action(records: list[Record]) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {"customSmallerIsBetter": [], "customBiggerIsBetter": []}
     for r in records:
         for m in r.metrics:
-            if m.better is None or m.verdict == "missing":
+            # Correctness errors are checks, not performance series for a dashboard.
+            if m.better is None or m.verdict == "missing" or m.note == "correctness":
                 continue
             factor, unit = scale_for(m.unit, m.value)
             entry = {"name": _name(r, m.name), "unit": unit, "value": m.value / factor}
