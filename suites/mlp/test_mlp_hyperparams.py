@@ -31,10 +31,11 @@ PUBLISHED_PRECISION = {
 }
 
 
-def _train_and_score(data_root, profile: str, config: MLPConfig, device: torch.device):
-    sizes = SIZES[profile]
-    train = load_mnist("train", root=data_root, limit=sizes["limit"])
-    test = load_mnist("test", root=data_root, limit=sizes["test_limit"])
+def _train_and_score(data_root, config: MLPConfig, device: torch.device,
+                     limit: int | None = None, test_limit: int | None = None):
+    """Train sequentially on the first `limit` images (all by default), score on the test set."""
+    train = load_mnist("train", root=data_root, limit=limit)
+    test = load_mnist("test", root=data_root, limit=test_limit)
     result = train_sequential(train.flat(), train.labels, config, torch.float32, device)
     score = model.precision(result.params, test.flat().to(device), test.labels.to(device))
     return train, result, score
@@ -48,7 +49,9 @@ def test_hyperparameter_study(hpml, device, hidden, epochs, lr, data_root):
     hpml.experiment = "MLP hyperparameter study: test precision, final loss, time per epoch"
     config = MLPConfig(hidden=hidden, batch_size=SIZES[hpml.profile]["batch_size"], lr=lr,
                        epochs=epochs)
-    train, result, score = _train_and_score(data_root, hpml.profile, config, hpml.device)
+    sizes = SIZES[hpml.profile]
+    train, result, score = _train_and_score(data_root, config, hpml.device, sizes["limit"],
+                                            sizes["test_limit"])
     hpml.param(data=train.source, batch=config.batch_size, images=len(train))
     hpml.record("test_precision", score, better="higher")
     hpml.record("final_loss", result.losses[-1], better="lower")
@@ -81,11 +84,7 @@ def test_one_epoch_reproduces_the_published_precision(hpml, device, data_root):
     """H = 512, batch 3000, lr 1e-2, 1 epoch on all 60000 images: 0.7279 in the seed report."""
     _needs_real_mnist(load_mnist("test", root=data_root, limit=1))
     config = MLPConfig(hidden=512, batch_size=3000, lr=1e-2, epochs=1)
-    train = load_mnist("train", root=data_root)
-    result = train_sequential(train.flat(), train.labels, config, torch.float32, hpml.device)
-    test = load_mnist("test", root=data_root)
-    score = model.precision(result.params, test.flat().to(hpml.device),
-                            test.labels.to(hpml.device))
+    train, result, score = _train_and_score(data_root, config, hpml.device)
     hpml.param(data=train.source)
     hpml.record("test_precision", score, better="higher")
     hpml.record("published_precision", 0.7279, note="published reference (seed report)")
@@ -100,16 +99,12 @@ def test_two_hundred_epochs_converge(hpml, device, data_root):
         pytest.skip("200 epochs on 60000 images: full profile only (--hpml-profile full)")
     _needs_real_mnist(load_mnist("test", root=data_root, limit=1))
     config = MLPConfig(hidden=512, batch_size=3000, lr=1e-2, epochs=200)
-    train = load_mnist("train", root=data_root)
-    result = train_sequential(train.flat(), train.labels, config, torch.float32, hpml.device)
-    test = load_mnist("test", root=data_root)
-    score = model.precision(result.params, test.flat().to(hpml.device),
-                            test.labels.to(hpml.device))
+    train, result, score = _train_and_score(data_root, config, hpml.device)
+    hpml.param(data=train.source)  # before the rows, which copy the test's columns
     steps_per_epoch = len(result.losses) // config.epochs
     for epoch in range(0, config.epochs, 20):
         with hpml.row(epoch=epoch) as row:
             row.record("training_loss", result.losses[epoch * steps_per_epoch], better="lower")
-    hpml.param(data=train.source)
     hpml.record("test_precision", score, better="higher")
     hpml.record("final_loss", result.losses[-1], better="lower")
     hpml.record("published_precision", 0.9518, note="published reference (seed report)")
