@@ -43,8 +43,25 @@ def _gpu_facts() -> dict[str, Any]:
             facts["driver"] = pynvml.nvmlSystemGetDriverVersion()
             pynvml.nvmlShutdown()
         except Exception:
-            facts["driver"] = None
+            facts["driver"] = _driver_from_nvidia_smi()
     return facts
+
+
+def _driver_from_nvidia_smi() -> str | None:  # pragma: no cover - needs an NVIDIA driver
+    """The driver version without nvidia-ml-py, from the tool every driver install ships."""
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if out.returncode == 0 and lines else None
 
 
 def _version(module: str) -> str | None:
