@@ -46,7 +46,9 @@ class Ceilings:
             n = MATMUL_N[self.profile]["cuda" if self.device.type == "cuda" else "cpu"]
             if dtype == torch.int8:
                 a = torch.randint(-128, 128, (n, n), dtype=torch.int8, device=self.device)
-                b = torch.randint(-128, 128, (n, n), dtype=torch.int8, device=self.device)
+                # B column-major (a transposed view): cuBLASLt's int8 kernels want that layout
+                # and, with CUDA 13, refuse row-major B outright.
+                b = torch.randint(-128, 128, (n, n), dtype=torch.int8, device=self.device).t()
                 fn = torch._int_mm  # int8 x int8 -> int32, the tensor-core path on CUDA
             else:
                 a = torch.randn(n, n, device=self.device).to(dtype)

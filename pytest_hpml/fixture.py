@@ -175,11 +175,15 @@ def cuda_clock(device: torch.device, cold_l2: bool = False) -> CudaClock:  # pra
         l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 * 2**20)
         scratch = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
         flush = scratch.zero_
+    # torch.cuda._sleep spins for a number of GPU cycles; clock_rate is in kHz.
+    cycles_per_second = getattr(torch.cuda.get_device_properties(device), "clock_rate",
+                                2_000_000) * 1e3
     return CudaClock(
         event_factory=lambda: torch.cuda.Event(enable_timing=True),
         synchronize=lambda: torch.cuda.synchronize(device),
         flush_l2=flush,
         device=str(device),
+        busy_wait=lambda seconds: torch.cuda._sleep(int(seconds * cycles_per_second)),
     )
 
 

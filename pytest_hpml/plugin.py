@@ -128,10 +128,27 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     s = config.stash[SESSION_KEY]
     lines = [f"hpml: profile {s.profile}, GPUs visible: {devices.visible_gpu_count()}"]
+    workers = _xdist_workers(config)
+    gpus = devices.physical_gpu_count()
+    if gpus and workers > gpus:
+        lines.append(f"hpml: {workers} xdist workers share {gpus} GPU(s): GPU timings of "
+                     f"concurrent tests disturb each other; use -n {gpus} for figures")
     if devices.triton_interpreted():
         lines.append("hpml: Triton runs in its interpreter (TRITON_INTERPRET=1): kernel "
                      "timings are correctness runs, not performance figures")
     return lines
+
+
+def _xdist_workers(config: pytest.Config) -> int:
+    """The number of xdist workers this run starts (0 without -n)."""
+    value = getattr(config.option, "numprocesses", None)
+    if value in (None, 0):
+        return 0
+    if isinstance(value, int):
+        return value
+    import os
+
+    return os.cpu_count() or 1  # "auto" and "logical": xdist picks about one per core
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -186,14 +203,6 @@ def hpml(request: pytest.FixtureRequest):
     fixture = Hpml(session, request.node, device)
     request.node.stash[FIXTURE_KEY] = fixture
     return fixture
-
-
-@pytest.fixture
-def device(request: pytest.FixtureRequest):
-    """The `device` parameter's value as a torch.device ("cpu" or "cuda")."""
-    import torch
-
-    return torch.device(request.param)
 
 
 @pytest.hookimpl(wrapper=True)

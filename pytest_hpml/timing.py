@@ -118,19 +118,35 @@ class CudaClock:
     one is torch.cuda.Event(enable_timing=True) and torch.cuda.synchronize.
     """
 
+    #: Host time per sample assumed before one has been measured (a launch and two events).
+    FIRST_HOST_ESTIMATE = 50e-6
+    #: Longest GPU busy-wait queued ahead of a batch.
+    MAX_BUSY_WAIT = 0.05
+
     def __init__(
         self,
         event_factory: Callable[[], Any],
         synchronize: Callable[[], None],
         flush_l2: Callable[[], Any] | None = None,
         device: str = "cuda",
+        busy_wait: Callable[[float], Any] | None = None,
+        now: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._event = event_factory
         self._synchronize = synchronize
         self._flush_l2 = flush_l2
+        self._busy_wait = busy_wait
+        self._now = now
+        self._host_per_sample = self.FIRST_HOST_ESTIMATE
         self.device = device
 
     def run(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]:
+        if self._busy_wait is not None:
+            # Keep the GPU busy while the host queues the whole batch (as nvbench's blocking
+            # kernel does): otherwise an idle GPU stamps the start event at once and a short
+            # kernel's sample measures the host's launch path instead of the kernel.
+            self._busy_wait(min(self.MAX_BUSY_WAIT, 1.5 * count * self._host_per_sample))
+        queued = self._now()
         pairs = []
         for _ in range(count):
             if self._flush_l2 is not None:
@@ -142,6 +158,7 @@ class CudaClock:
                 fn()
             end.record()
             pairs.append((start, end))
+        self._host_per_sample = max((self._now() - queued) / count, 1e-6)
         # One host synchronization for the batch: syncing per sample would add launch gaps.
         self._synchronize()
         return [start.elapsed_time(end) / 1e3 / inner for start, end in pairs]

@@ -108,3 +108,15 @@ def test_workers_report_a_gpu_header_and_run_under_xdist(pytester: pytest.Pytest
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["hpml: profile *, GPUs visible: *"])
+
+
+def test_header_warns_when_xdist_workers_share_a_gpu(pytester: pytest.Pytester,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_hpml import devices
+
+    monkeypatch.setattr(devices, "physical_gpu_count", lambda: 1)
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest("--hpml-profile=quick", "-p", "xdist", "-n", "2")
+    result.stdout.fnmatch_lines(["*2 xdist workers share 1 GPU(s)*use -n 1 for figures*"])
+    alone = pytester.runpytest("--hpml-profile=quick")
+    assert "xdist workers share" not in alone.stdout.str()

@@ -219,6 +219,26 @@ def test_cold_l2_flushes_before_each_sample_outside_the_timed_region() -> None:
     assert gpu.log == ["flush", "record", "fn", "record"] * 3 + ["sync"]
 
 
+def test_busy_wait_is_queued_ahead_of_each_batch_and_sized_from_the_host_time() -> None:
+    gpu = FakeGpu()
+    waits: list[float] = []
+    host = itertools.count(0.0, 1e-4)  # the host spends 0.1 ms between clock readings
+
+    def busy_wait(seconds: float) -> None:
+        waits.append(seconds)
+        gpu.kernel("busy", seconds * 1e3)
+
+    clock = CudaClock(gpu.event, gpu.synchronize, busy_wait=busy_wait, now=lambda: next(host))
+    assert clock.run(lambda: gpu.kernel("fn", 2.0), count=4, inner=1) == [
+        pytest.approx(2e-3)] * 4  # the busy-wait precedes the first event: in no sample
+    assert gpu.log == ["busy"] + ["record", "fn", "record"] * 4 + ["sync"]
+    assert waits[0] == pytest.approx(1.5 * 4 * CudaClock.FIRST_HOST_ESTIMATE)
+    clock.run(lambda: gpu.kernel("fn", 2.0), count=4, inner=1)
+    # The second batch is sized from the first: 0.1 ms of host time per 4 samples measured.
+    assert waits[1] == pytest.approx(1.5 * 4 * (1e-4 / 4))
+    assert clock.run(lambda: None, count=10_000, inner=1) and waits[2] <= CudaClock.MAX_BUSY_WAIT
+
+
 def test_measure_on_cuda_synchronizes_once_per_batch() -> None:
     gpu = FakeGpu()
     batches = []

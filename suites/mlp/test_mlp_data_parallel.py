@@ -52,7 +52,7 @@ def test_parallel_training_matches_sequential(hpml, device, ranks, dtype, data_r
     config: MLPConfig = setup["config"]
     train = load_mnist("train", root=data_root, limit=setup["limit"])
     test = load_mnist("test", root=data_root, limit=setup["test_limit"])
-    if device == "cuda" and ranks > torch.cuda.device_count():
+    if hpml.device.type == "cuda" and ranks > torch.cuda.device_count():
         pytest.skip(f"{ranks} ranks need {ranks} GPUs; {torch.cuda.device_count()} visible")
     hpml.param(data=train.source, hidden=config.hidden, batch=config.batch_size, lr=config.lr,
                images=len(train))
