@@ -59,5 +59,5 @@ class Ceilings:
         return self._cache[key]
 
     def measured(self) -> dict[str, float]:
-        """What has been measured so far, for the JSON report."""
+        """What this process has measured so far (labs record the ceilings they divide by)."""
         return dict(self._cache)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,7 +124,3 @@ class HpmlSession:
 def is_controller(config: pytest.Config) -> bool:
     """True unless this is an xdist worker: only the controller writes files."""
     return not hasattr(config, "workerinput")
-
-
-def warn(message: str) -> None:
-    print(f"pytest-hpml: {message}", file=sys.stderr)
