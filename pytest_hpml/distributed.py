@@ -413,16 +413,23 @@ def run_distributed(fn: Callable[..., Any], world_size: int, *args: Any,
                 # Dead without a result: maybe its message is still in the pipe; give it a moment.
                 late = _drain(results, 0.5)
                 errors = [m for m in late if m[0] == "error"]
-                if errors:
-                    _end_ranks(processes)
-                    raise _rank_failure(errors[0], errors[1:])
                 for m in late:
-                    finished[m[1]] = _deserialize(m[2])
-                if rank not in finished:
+                    if m[0] != "error":
+                        finished[m[1]] = _deserialize(m[2])
+                own_error = [m for m in errors if m[1] == rank]
+                if own_error or (errors and rank in finished):
+                    first = own_error[0] if own_error else errors[0]
                     _end_ranks(processes)
+                    raise _rank_failure(first, [m for m in errors if m is not first])
+                if rank not in finished:
+                    # The silent death is the cause; peers' connection errors are its echo.
+                    _end_ranks(processes)
+                    echoes = [f"rank {m[1]}: {m[2]}" for m in errors]
                     raise DistributedError(
                         f"rank {rank} died with exit code {process.exitcode} without reporting a "
-                        "result (killed by a signal, out of memory, or os._exit?)", rank=rank)
+                        "result (killed by a signal, out of memory, or os._exit?)"
+                        + ("; then " + "; ".join(echoes) if echoes else ""),
+                        rank=rank, others=echoes)
         # Every rank reported; let them exit on their own before anything is terminated.
         for process in processes:
             process.join(TERMINATE_GRACE)

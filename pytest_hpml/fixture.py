@@ -170,14 +170,14 @@ class Hpml(Recorder):
 
 def cuda_clock(device: torch.device, cold_l2: bool = False) -> CudaClock:  # pragma: no cover
     """The real CUDA clock. Never run on the development machine (no GPU there)."""
+    props = torch.cuda.get_device_properties(device)
     flush = None
     if cold_l2:
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 * 2**20)
+        l2 = getattr(props, "L2_cache_size", 64 * 2**20)
         scratch = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
         flush = scratch.zero_
     # torch.cuda._sleep spins for a number of GPU cycles; clock_rate is in kHz.
-    cycles_per_second = getattr(torch.cuda.get_device_properties(device), "clock_rate",
-                                2_000_000) * 1e3
+    cycles_per_second = getattr(props, "clock_rate", 2_000_000) * 1e3
     return CudaClock(
         event_factory=lambda: torch.cuda.Event(enable_timing=True),
         synchronize=lambda: torch.cuda.synchronize(device),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Generator
 from pathlib import Path
 
@@ -146,8 +147,6 @@ def _xdist_workers(config: pytest.Config) -> int:
         return 0
     if isinstance(value, int):
         return value
-    import os
-
     return os.cpu_count() or 1  # "auto" and "logical": xdist picks about one per core
 
 
@@ -286,8 +285,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             if matplotlib_available():
                 written += draw_all(hs.plots_dir, records)
             else:
-                hs.say_once("--hpml-plots: matplotlib is not installed, so no charts are drawn "
-                            "(pip install 'pytest-hpml[plots]').")
+                hs.say_no_matplotlib()
     except BaselineError as exc:
         hs.say_once(f"baseline not saved: {exc}")
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR

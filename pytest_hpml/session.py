@@ -60,11 +60,14 @@ class HpmlSession:
         from pytest_hpml.report.plots import matplotlib_available
 
         if not matplotlib_available():
-            self.say_once("--hpml-plots: matplotlib is not installed, so no charts are drawn "
-                          "(pip install 'pytest-hpml[plots]').")
+            self.say_no_matplotlib()
             return None
         self.plots_dir.mkdir(parents=True, exist_ok=True)
         return self.plots_dir / filename
+
+    def say_no_matplotlib(self) -> None:
+        self.say_once("--hpml-plots: matplotlib is not installed, so no charts are drawn "
+                      "(pip install 'pytest-hpml[plots]').")
 
     def say_once(self, message: str) -> None:
         if message not in self.messages:
