@@ -1,6 +1,6 @@
-"""The baseline store and the per-metric verdicts.
+"""The baseline store: one JSON file per machine key and size profile.
 
-One JSON file per machine key and size profile. Writes are atomic (temporary file, then
+Writes are atomic (temporary file, then
 rename), so an interrupted save leaves the previous file intact. A file that cannot be read
 is an error naming it, and is never overwritten.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -18,13 +17,10 @@ from typing import Any
 
 from pytest_hpml.fingerprint import machine_key
 from pytest_hpml.results import Metric, Record
-from pytest_hpml.stats import mann_whitney_u, summarize
-from pytest_hpml.timing import NOISY_IQR_RATIO
 
 SCHEMA = "pytest-hpml/baseline/1"
-DEFAULT_TOLERANCE = 0.10
-DEFAULT_ALPHA = 0.01
-MIN_SAMPLES_FOR_TEST = 9
+#: Fields a comparison fills in; never stored.
+COMPARISON_FIELDS = ("baseline", "change", "verdict", "p_value", "basis")
 
 
 class BaselineError(Exception):
@@ -91,10 +87,13 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
     merged = dict(existing.records) if existing else {}
     for record in records:
         data = record.to_dict()
-        data["metrics"] = [m for m in data["metrics"] if m.get("verdict") != "missing"]
+        # Only measured figures are baselines: checks, references and settings are not.
+        data["metrics"] = [m.to_dict() for m in record.metrics
+                           if m.compared and m.verdict != "missing"]
         for metric in data["metrics"]:
-            for key in ("baseline", "change", "verdict", "p_value"):
+            for key in COMPARISON_FIELDS:
                 metric.pop(key, None)
+        data.pop("expected_missing", None)
         merged[record.id] = data
     document = {
         "schema": SCHEMA,
@@ -116,66 +115,3 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
             os.unlink(tmp)
         raise
     return path
-
-
-def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFAULT_TOLERANCE,
-                   alpha: float = DEFAULT_ALPHA) -> Metric:
-    """Fill current.baseline / change / verdict (and p_value when a test was run)."""
-    if base is None:
-        current.verdict = "new"
-        return current
-    tol = current.tolerance if current.tolerance is not None else tolerance
-    current.baseline = base.value
-    if base.value == current.value:
-        change = 0.0
-    elif base.value == 0:
-        change = math.copysign(math.inf, current.value)
-    else:
-        change = (current.value - base.value) / abs(base.value)
-    current.change = change
-    if math.isnan(change):
-        # A NaN on either side has no direction: shown, never ranked as better or worse.
-        current.verdict = "ambiguous"
-        return current
-    if abs(change) <= tol:
-        current.verdict = "unchanged"
-        return current
-    if current.better is None:
-        # A change with no good direction (a count, a size): shown, never a regression.
-        current.verdict = "ambiguous"
-        return current
-    worse = change > 0 if current.better == "lower" else change < 0
-    if (current.samples and base.samples and len(current.samples) >= MIN_SAMPLES_FOR_TEST
-            and len(base.samples) >= MIN_SAMPLES_FOR_TEST):
-        _, p = mann_whitney_u(current.samples, base.samples)
-        current.p_value = p
-        if p >= alpha:
-            current.verdict = "ambiguous"  # beyond tolerance, but within the noise
-            return current
-        if _noisy(current.samples) or _noisy(base.samples):
-            # Samples from a disturbed run (a noisy neighbour, a clock change) are shifted as a
-            # whole, which the rank test reads as significant; a measurement whose own spread
-            # is that wide cannot carry a verdict either way.
-            current.verdict = "ambiguous"
-            return current
-    current.verdict = "regressed" if worse else "improved"
-    return current
-
-
-def _noisy(samples: list[float]) -> bool:
-    s = summarize(samples)
-    return s.median > 0 and s.iqr / s.median >= NOISY_IQR_RATIO
-
-
-def compare_record(record: Record, baseline: Baseline, tolerance: float = DEFAULT_TOLERANCE,
-                   alpha: float = DEFAULT_ALPHA) -> list[Metric]:
-    """Verdicts for every metric of `record`; baseline metrics it lacks come back as 'missing'."""
-    old = baseline.metrics_for(record.id)
-    for metric in record.metrics:
-        compare_metric(metric, old.get(metric.name), tolerance, alpha)
-    missing = []
-    for name, base in old.items():
-        if record.metric(name) is None:
-            missing.append(Metric(name=name, value=math.nan, unit=base.unit, better=base.better,
-                                  baseline=base.value, verdict="missing"))
-    return missing

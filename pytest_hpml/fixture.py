@@ -1,23 +1,37 @@
-"""The `hpml` fixture: one object per test that times, records and checks."""
+"""The `hpml` fixture's object: one per test, it times, records and checks (see docs/API.md).
+
+Importing this module imports no torch: plain tests in a repository that installs the plugin
+stay fast. torch is imported by the methods that need it.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
 
-from pytest_hpml import devices, tolerances
-from pytest_hpml.ceilings import Ceilings
+from pytest_hpml import devices
+from pytest_hpml.policy import marker_options, timing_config
 from pytest_hpml.results import Better, Metric, Record
 from pytest_hpml.stats import summarize
-from pytest_hpml.timing import Clock, CpuClock, CudaClock, Timing, TimingConfig, measure
+from pytest_hpml.timing import ClockKind, Timing, TimingConfig, clock_for, measure
 
 if TYPE_CHECKING:
-    from pytest_hpml.session import HpmlSession
+    import torch
+
+    from pytest_hpml.ceilings import Ceilings
+    from pytest_hpml.session import HpmlRun
+
+
+class OutOfMemory:
+    """What `catch_out_of_memory` saw: `happened` and the allocator's first line."""
+
+    happened: bool = False
+    message: str = ""
 
 
 class Recorder:
@@ -27,30 +41,63 @@ class Recorder:
         self._owner = owner
         self._record = record
 
-    @property
-    def record_data(self) -> Record:
-        return self._record
-
+    # -- rows and columns ------------------------------------------------------------------------
     def param(self, **columns: Any) -> None:
         """Extra parameter columns for this row (for example data="synthetic-MNIST")."""
         self._record.params.update(columns)
 
-    def record(self, name: str, value: float, unit: str = "", better: Better = None,
+    def metric(self, name: str) -> Metric | None:
+        """The metric recorded under `name` in this row, if any."""
+        return self._record.metric(name)
+
+    def annotate(self, name: str, note: str) -> Metric:
+        """Add a note to a metric already recorded (shown under the table)."""
+        metric = self._record.metric(name)
+        if metric is None:
+            raise KeyError(f"no metric {name!r} recorded in this row; recorded: "
+                           f"{[m.name for m in self._record.metrics]}")
+        metric.note = f"{metric.note}; {note}" if metric.note else note
+        return metric
+
+    def expect_missing(self, *names: str) -> None:
+        """Baseline metrics this row may lack without failing --hpml-compare ("*": any)."""
+        self._record.expected_missing.extend(names or ("*",))
+
+    # -- measured figures ------------------------------------------------------------------------
+    def record(self, name: str, value: float, unit: str = "", better: Better = None, *,
                tolerance: float | None = None, samples: list[float] | None = None,
-               note: str | None = None) -> Metric:
-        """Record any metric; `value` in SI base units (s, B, B/s, FLOP/s)."""
+               note: str | None = None, timing: Timing | None = None) -> Metric:
+        """A measured metric; `value` in SI base units (s, B, B/s, FLOP/s).
+
+        With `timing=`, the metric is derived from that timing (a bandwidth, a throughput) and
+        is judged with its evidence: per-sample values scale with the time (lower is better)
+        or with its inverse (higher is better), and its verdict follows the timing's.
+        """
         if tolerance is None:
-            tolerance = self._owner._marker_option("tolerance")
+            tolerance = self._owner._marker("tolerance")
+        derived_from = None
+        if timing is not None:
+            if better is None:
+                raise ValueError(f"metric {name!r}: a metric derived from a timing needs "
+                                 "better='lower' (proportional to time) or 'higher' (a rate)")
+            samples = _scaled_samples(value, timing, better)
+            derived_from = timing.recorded_as
         metric = Metric(name=name, value=value, unit=unit, better=better, tolerance=tolerance,
-                        samples=samples, note=note)
+                        samples=samples, note=note, derived_from=derived_from)
         if samples:
             metric.iqr = summarize(samples).iqr  # printed as "value ± IQR"
         return self._record.add(metric)
 
-    def time(self, fn: Callable[..., Any], *args: Any, name: str = "time", **kwargs: Any) -> Timing:
-        """Time fn(*args, **kwargs) on this test's device; records `name` (s, lower is better)."""
-        timing = measure(fn, args, kwargs, clock=self._owner._clock(),
-                         config=self._owner.timing_config)
+    def time(self, fn: Callable[..., Any], *args: Any, name: str = "time",
+             clock: ClockKind = "device", **kwargs: Any) -> Timing:
+        """Time fn(*args, **kwargs) and record `name` (s, lower is better). The Timing holds
+        fn's last result. clock="device": CUDA events on a CUDA test, the wall clock on a CPU
+        test; clock="host": the wall clock, for calls that end synchronized with the device
+        (a whole program, a host-side loop)."""
+        config = self._owner.timing_config
+        timing = measure(fn, args, kwargs, config=config,
+                         clock=clock_for(self._owner.device, clock, cold_l2=config.cold_l2))
+        timing.recorded_as = name
         self.record(name, timing.median, unit="s", better="lower", samples=list(timing.samples))
         for warning in timing.warnings:
             self._record.warnings.append(f"{name}: {warning}")
@@ -58,32 +105,93 @@ class Recorder:
 
     def record_bandwidth(self, name: str, bytes_per_call: float, timing: Timing) -> Metric:
         """Bytes moved per call over the median time: B/s, higher is better."""
-        # Per-sample rates keep the significance test usable for the derived metric too.
         return self.record(name, bytes_per_call / timing.median, unit="B/s", better="higher",
-                           samples=[bytes_per_call / t for t in timing.samples if t > 0])
+                           timing=timing)
 
-    def record_flops(self, name: str, flops_per_call: float, timing: Timing) -> Metric:
-        """Floating-point operations per call over the median time: FLOP/s, higher is better."""
-        return self.record(name, flops_per_call / timing.median, unit="FLOP/s", better="higher",
-                           samples=[flops_per_call / t for t in timing.samples if t > 0])
+    def record_flops(self, name: str, flops_per_call: float, timing: Timing,
+                     unit: str = "FLOP/s") -> Metric:
+        """Operations per call over the median time (FLOP/s, or OP/s for integer math)."""
+        return self.record(name, flops_per_call / timing.median, unit=unit, better="higher",
+                           timing=timing)
+
+    # -- figures that are not measurements -------------------------------------------------------
+    def reference(self, name: str, value: float, unit: str = "", *, source: str,
+                  note: str | None = None) -> Metric:
+        """A published figure (paper, datasheet) shown beside the measured ones, labelled with
+        its source; never stored in baselines nor exported."""
+        return self._record.add(Metric(name=name, value=value, unit=unit, kind="reference",
+                                       source=source, note=note))
+
+    def setting(self, name: str, value: float, unit: str = "", *,
+                note: str | None = None) -> Metric:
+        """A constant of the experiment (a size, a ceiling it divides by): shown, not compared."""
+        return self._record.add(Metric(name=name, value=value, unit=unit, kind="setting",
+                                       note=note))
+
+    # -- correctness -----------------------------------------------------------------------------
+    def check(self, name: str, value: float, *, at_most: float | None = None,
+              at_least: float | None = None, unit: str = "", note: str | None = None) -> Metric:
+        """A correctness figure held to a bound: recorded, and the test fails outside it."""
+        if (at_most is None) == (at_least is None):
+            raise ValueError(f"check {name!r}: give exactly one of at_most= or at_least=")
+        better: Better = "lower" if at_most is not None else "higher"
+        limit = at_most if at_most is not None else at_least
+        metric = self._record.add(Metric(name=name, value=value, unit=unit, better=better,
+                                         kind="check", limit=limit, note=note))
+        ok = metric.value <= limit if at_most is not None else metric.value >= limit
+        if not ok:  # NaN fails both comparisons
+            bound = f"<= {at_most:g}" if at_most is not None else f">= {at_least:g}"
+            pytest.fail(f"{name} = {metric.value:.6g} {unit}".rstrip()
+                        + f", must be {bound}", pytrace=False)
+        return metric
 
     def check_close(self, actual: Any, expected: Any, rtol: float | None = None,
                     atol: float | None = None, name: str = "max_rel_error") -> float:
         """Fail with where, how large and how many when out of tolerance; NaN/Inf never pass."""
+        from pytest_hpml import tolerances
+
         result = tolerances.compare(actual, expected, rtol=rtol, atol=atol)
-        self.record(name, result.max_rel_error, unit="", better="lower",
-                    note="correctness", tolerance=float("inf"))
+        self._record.add(Metric(name=name, value=result.max_rel_error, better="lower",
+                                kind="check"))
         if result.message:
             pytest.fail(f"{name}: {result.message}", pytrace=False)
         return result.max_rel_error
 
+    @contextlib.contextmanager
+    def catch_out_of_memory(self) -> Iterator[OutOfMemory]:
+        """Run a block whose out-of-memory error is a finding, not a crash.
+
+        Records fits_in_memory (1 or 0, higher is better, judged exactly), so a later run in
+        which this row no longer fits regresses from it; on out-of-memory the row's other
+        metrics may be missing (a comparison then does not fail on them), the memory the block
+        held is freed, and the test goes on after the block.
+        """
+        found = OutOfMemory()
+        try:
+            yield found
+        except Exception as exc:  # noqa: BLE001 - only out-of-memory errors are swallowed
+            if not _is_out_of_memory(exc):
+                raise
+            found.happened = True
+            found.message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if found.happened:
+            # Outside the except block: the traceback no longer holds the block's frames, so
+            # their tensors can be freed before the next batch size runs.
+            _free_device_memory()
+            self.param(status="out of memory")
+            self.expect_missing("*")
+        self.record("fits_in_memory", 0.0 if found.happened else 1.0, better="higher",
+                    tolerance=0.0, note=found.message or None)
+
 
 class Hpml(Recorder):
-    def __init__(self, session: HpmlSession, item: pytest.Item, device: torch.device) -> None:
-        self._session = session
+    """The `hpml` fixture: the recording API of the test's own row, and the test's context."""
+
+    def __init__(self, run: HpmlRun, item: pytest.Item, device: torch.device) -> None:
+        self._run = run
         self._item = item
         self.device = device
-        self.profile: str = session.profile
+        self.profile: str = run.profile
         self.interpreted: bool = devices.triton_interpreted()
         self._rows: list[Recorder] = []
         record = Record(
@@ -93,40 +201,47 @@ class Hpml(Recorder):
             order=_order_key(item),
             device=str(device),
             views=_views(item),
+            expected_missing=_expected_missing(item),
         )
         super().__init__(self, record)
-        self.timing_config = self._timing_config()
+        #: The sampling policy of this test (profile, command line, @pytest.mark.hpml).
+        self.timing_config: TimingConfig = timing_config(item, run.profile)
 
-    # -- the test's view of its configuration -------------------------------------------------
     @property
     def experiment(self) -> str:
+        """The table title; rows of several tests with the same title share one table."""
         return self._record.experiment
 
     @experiment.setter
     def experiment(self, title: str) -> None:
         self._record.experiment = title
         for row in self._rows:
-            row.record_data.experiment = title
+            row._record.experiment = title
 
     @property
     def ceilings(self) -> Ceilings:
-        return self._session.ceilings_for(self.device, self._clock)
+        """This device's measured copy bandwidth and matmul FLOP/s, once per process."""
+        return self._run.ceilings_for(self.device)
 
     def plot_path(self, filename: str) -> Path | None:
-        return self._session.plot_path(filename)
+        """Where to write a chart of this test's own; None without --hpml-plots or matplotlib."""
+        from pytest_hpml.reporting import plot_path
+
+        return plot_path(self._item.config, filename)
 
     @contextlib.contextmanager
     def row(self, **columns: Any) -> Iterator[Recorder]:
         """A further row of this test's table (one per layer, per step ...)."""
         suffix = ",".join(f"{k}={v}" for k, v in columns.items())
+        own = self._record
         record = Record(
-            id=f"{self._record.id}[{suffix}]" if "[" not in self._record.id
-            else f"{self._record.id[:-1]}-{suffix}]",
-            experiment=self._record.experiment,
-            params={**self._record.params, **columns},
-            order=[*self._record.order, len(self._rows) + 1],
-            device=self._record.device,
-            views=self._record.views,
+            id=f"{own.id}[{suffix}]" if "[" not in own.id else f"{own.id[:-1]}-{suffix}]",
+            experiment=own.experiment,
+            params={**own.params, **columns},
+            order=[*own.order, len(self._rows) + 1],
+            device=own.device,
+            views=own.views,
+            expected_missing=list(own.expected_missing),
         )
         recorder = Recorder(self, record)
         self._rows.append(recorder)
@@ -135,56 +250,46 @@ class Hpml(Recorder):
     def records(self) -> list[Record]:
         # The test's own row only counts when something was recorded in it.
         own = [self._record] if self._record.metrics else []
-        return own + [r.record_data for r in self._rows if r.record_data.metrics]
+        return own + [r._record for r in self._rows if r._record.metrics]
 
-    # -- internals -----------------------------------------------------------------------------
-    def _marker_option(self, name: str) -> Any:
-        for marker in self._item.iter_markers("hpml"):
-            if name in marker.kwargs:
-                return marker.kwargs[name]
-        return None
-
-    def _timing_config(self) -> TimingConfig:
-        values = dict(self._session.timing_defaults)
-        allowed = set(TimingConfig.__dataclass_fields__)
-        for marker in reversed(list(self._item.iter_markers("hpml"))):
-            unknown = set(marker.kwargs) - allowed - {"tolerance"}
-            if unknown:
-                # A readable error on this test, not a traceback into the plugin.
-                pytest.fail(
-                    f"{self._item.nodeid}: unknown @pytest.mark.hpml option(s) "
-                    f"{sorted(unknown)}; known: {sorted(allowed | {'tolerance'})}",
-                    pytrace=False,
-                )
-            values.update({k: v for k, v in marker.kwargs.items() if k in allowed})
-        try:
-            return TimingConfig(**values)
-        except ValueError as exc:
-            pytest.fail(f"{self._item.nodeid}: @pytest.mark.hpml: {exc}", pytrace=False)
-
-    def _clock(self) -> Clock:
-        if self.device.type != "cuda":
-            return CpuClock()
-        return cuda_clock(self.device, cold_l2=self.timing_config.cold_l2)
+    def _marker(self, name: str) -> Any:
+        return marker_options(self._item).get(name)
 
 
-def cuda_clock(device: torch.device, cold_l2: bool = False) -> CudaClock:  # pragma: no cover
-    """The real CUDA clock. Never run on the development machine (no GPU there)."""
-    props = torch.cuda.get_device_properties(device)
-    flush = None
-    if cold_l2:
-        l2 = getattr(props, "L2_cache_size", 64 * 2**20)
-        scratch = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
-        flush = scratch.zero_
-    # torch.cuda._sleep spins for a number of GPU cycles; clock_rate is in kHz.
-    cycles_per_second = getattr(props, "clock_rate", 2_000_000) * 1e3
-    return CudaClock(
-        event_factory=lambda: torch.cuda.Event(enable_timing=True),
-        synchronize=lambda: torch.cuda.synchronize(device),
-        flush_l2=flush,
-        device=str(device),
-        busy_wait=lambda seconds: torch.cuda._sleep(int(seconds * cycles_per_second)),
-    )
+def _scaled_samples(value: float, timing: Timing, better: Better) -> list[float]:
+    """Per-sample values of a metric derived from a timing's median: proportional to each
+    sample's time (lower is better) or to its inverse (a rate, higher is better)."""
+    median = timing.median
+    if better == "lower":
+        return [value * t / median for t in timing.samples] if median > 0 else []
+    return [value * median / t for t in timing.samples if t > 0]
+
+
+def _is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    try:
+        import torch
+
+        if isinstance(exc, torch.OutOfMemoryError):
+            return True
+    except (ImportError, AttributeError):
+        pass
+    # CPU allocations that fail surface as RuntimeError with the allocator's words.
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("out of memory" in text.lower()
+                                              or "DefaultCPUAllocator: can't allocate" in text)
+
+
+def _free_device_memory() -> None:
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_initialized():  # pragma: no cover - GPU only
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
 
 
 def _callspec_params(item: pytest.Item) -> dict[str, Any]:
@@ -198,6 +303,11 @@ def _order_key(item: pytest.Item) -> list[Any]:
     callspec = getattr(item, "callspec", None)
     indices = [callspec.indices[k] for k in callspec.params] if callspec else []
     return [path, line or 0, *indices, 0]
+
+
+def _expected_missing(item: pytest.Item) -> list[str]:
+    names = marker_options(item).get("expect_missing", [])
+    return ["*"] if names == "*" else list(names)
 
 
 def _views(item: pytest.Item) -> dict[str, Any]:

@@ -1,4 +1,13 @@
-"""Plain data: metrics and records, JSON-serializable, SI base units inside."""
+"""Plain data: metrics and records, JSON-serializable, SI base units inside.
+
+A metric says what kind of number it is, and each part of the plugin acts on the kind:
+
+    measured   a figure this run obtained; stored in baselines, exported, given verdicts
+    check      a correctness error held to a limit; the test fails when it is out of bounds
+    reference  a published figure (paper, datasheet), shown beside measurements with its source;
+               never stored in baselines nor exported
+    setting    a constant of the experiment (a batch size, a ceiling it divides by); shown only
+"""
 
 from __future__ import annotations
 
@@ -7,25 +16,33 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Better = Literal["lower", "higher"] | None
+Kind = Literal["measured", "check", "reference", "setting"]
+KINDS: tuple[str, ...] = ("measured", "check", "reference", "setting")
 VERDICTS = ("improved", "unchanged", "regressed", "ambiguous", "new", "missing")
 
 
 @dataclass
 class Metric:
-    """One measured quantity. `value` is in SI base units (s, B, B/s, FLOP/s)."""
+    """One quantity of a row. `value` is in SI base units (s, B, B/s, FLOP/s)."""
 
     name: str
     value: float
     unit: str = ""
     better: Better = None
+    kind: Kind = "measured"
     samples: list[float] | None = None
-    tolerance: float | None = None
+    tolerance: float | None = None  # measured: relative change still counted as unchanged
+    limit: float | None = None  # check: the bound the value must respect
+    source: str | None = None  # reference: where the figure was published
     note: str | None = None
+    # Derived metrics (a bandwidth from a time) are judged with the evidence of their timing.
+    derived_from: str | None = None
     # Filled by a comparison with a baseline; absent otherwise.
     baseline: float | None = None
     change: float | None = None
     verdict: str | None = None
     p_value: float | None = None
+    basis: str | None = None  # what the verdict rests on, in words
     # Spread of the samples, for printing "median ± IQR".
     iqr: float | None = None
 
@@ -35,16 +52,31 @@ class Metric:
                 f"metric {self.name!r}: better must be 'lower', 'higher' or None, "
                 f"not {self.better!r}"
             )
+        if self.kind not in KINDS:
+            raise ValueError(f"metric {self.name!r}: kind must be one of {KINDS}, "
+                             f"not {self.kind!r}")
+        if self.kind == "reference" and not self.source:
+            raise ValueError(f"metric {self.name!r}: a reference figure needs its source "
+                             "(source='Coleman et al. 2019, Table 3a')")
         if self.tolerance is not None and not (self.tolerance >= 0):
             raise ValueError(f"metric {self.name!r}: tolerance must be >= 0, got {self.tolerance}")
-        self.value = _plain_number(self.value)
+        self.value = _plain_number(self.value, self.name)
+
+    @property
+    def compared(self) -> bool:
+        """Whether baselines keep this metric and comparisons give it a verdict."""
+        return self.kind == "measured"
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        data = {k: v for k, v in asdict(self).items() if v is not None}
+        if data.get("kind") == "measured":
+            del data["kind"]  # the default: keeps files small and old files readable
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Metric:
-        return cls(**data)
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass
@@ -59,6 +91,8 @@ class Record:
     device: str = "cpu"
     warnings: list[str] = field(default_factory=list)
     views: dict[str, Any] = field(default_factory=dict)  # pivot / plot specs from markers
+    # Baseline metrics this row may lack without failing a comparison ("*": any).
+    expected_missing: list[str] = field(default_factory=list)
 
     def metric(self, name: str) -> Metric | None:
         for m in self.metrics:
@@ -72,8 +106,11 @@ class Record:
         self.metrics.append(metric)
         return metric
 
+    def may_miss(self, name: str) -> bool:
+        return "*" in self.expected_missing or name in self.expected_missing
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "id": self.id,
             "experiment": self.experiment,
             "params": {k: _plain(v) for k, v in self.params.items()},
@@ -83,6 +120,9 @@ class Record:
             "warnings": list(self.warnings),
             "views": self.views,
         }
+        if self.expected_missing:
+            data["expected_missing"] = list(self.expected_missing)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
@@ -95,18 +135,23 @@ class Record:
             device=data.get("device", "cpu"),
             warnings=list(data.get("warnings", [])),
             views=dict(data.get("views", {})),
+            expected_missing=list(data.get("expected_missing", [])),
         )
 
 
-def _plain_number(value: Any) -> float:
+def _plain_number(value: Any, name: str = "") -> float:
     """Accept python numbers, numpy scalars and 0-d tensors; keep the record JSON-safe."""
     if hasattr(value, "item"):
         value = value.item()
     if isinstance(value, bool):
         return float(value)
     if not isinstance(value, (int, float)):
-        raise TypeError(f"a metric value must be a number, got {type(value).__name__}")
-    return float(value)
+        what = f"metric {name!r}: " if name else ""
+        raise TypeError(f"{what}a metric value must be a number, got {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"metric {name!r}: {value} does not fit a float64") from None
 
 
 def _plain(value: Any) -> Any:
@@ -119,3 +164,15 @@ def _plain(value: Any) -> Any:
         return value.item()
     text = str(value)
     return text.removeprefix("torch.")
+
+
+def json_safe(obj: Any) -> Any:
+    """`obj` with every non-finite float as None: standard JSON (JSON.parse, which dashboard
+    actions use, rejects the NaN and Infinity that Python's json writes by default)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj

@@ -1,13 +1,16 @@
-"""What runs: the device parametrization, sweeps per size profile, precision params."""
+"""What runs: the size profile, sweeps per profile, the `device` parametrization and the
+precision markers (a pytest plugin module)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 PROFILES = ("quick", "full")
 PRECISIONS = ("fp64", "fp32", "fp16", "bf16", "int8")
+DEVICES = ("cpu", "cuda")
 
 
 def precisions(*names: str) -> list[Any]:
@@ -22,33 +25,102 @@ def precisions(*names: str) -> list[Any]:
     return [pytest.param(dtypes[n], marks=getattr(pytest.mark, n), id=n) for n in names]
 
 
-def device_params(metafunc: pytest.Metafunc) -> list[Any]:
+def profile_for(config: pytest.Config) -> str:
+    """--hpml-profile, else full where a GPU is visible and quick elsewhere."""
+    from pytest_hpml import devices
+
+    return config.option.hpml_profile or ("full" if devices.visible_gpu_count() > 0 else "quick")
+
+
+def device_params(definition: pytest.Function) -> list[Any]:
     """A `cpu` case and a `cuda` case marked gpu (hpml_devices(...) narrows the list)."""
-    marker = metafunc.definition.get_closest_marker("hpml_devices")
-    names = list(marker.args) if marker else ["cpu", "cuda"]
-    bad = [n for n in names if n not in ("cpu", "cuda")]
-    if bad or not names:
+    marker = definition.get_closest_marker("hpml_devices")
+    names = list(marker.args) if marker else list(DEVICES)
+    bad = [n for n in names if n not in DEVICES]
+    if bad or not names or (marker and marker.kwargs):
         raise pytest.UsageError(
-            f"{metafunc.definition.nodeid}: hpml_devices takes 'cpu' and/or 'cuda', got {names}"
-        )
+            f"{definition.nodeid}: hpml_devices takes 'cpu' and/or 'cuda', e.g. "
+            f"hpml_devices('cuda'); got {names}")
     return [pytest.param(n, marks=[pytest.mark.gpu] if n == "cuda" else [], id=n) for n in names]
 
 
-def sweep_values(metafunc: pytest.Metafunc, profile: str) -> list[tuple[str, list[Any]]]:
-    """(argname, values) for each @pytest.mark.hpml_sweep(argname, quick=[...], full=[...])."""
+def _sweep_list(where: str, argname: str, profile: str, values: Any) -> list[Any]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise pytest.UsageError(
+            f"{where}: hpml_sweep({argname!r}, {profile}=...) takes a list of values, e.g. "
+            f"{profile}=[1, 10]; got {values!r}")
+    if not values:
+        raise pytest.UsageError(f"{where}: hpml_sweep({argname!r}) has no values for profile "
+                                f"{profile!r}; give at least one")
+    return list(values)
+
+
+def sweep_values(definition: pytest.Function, profile: str) -> list[tuple[str, list[Any]]]:
+    """(argname, values) for each @pytest.mark.hpml_sweep(argname, quick=[...], full=[...]).
+
+    Both lists are checked whatever the profile, so a mistake in the full list shows on the
+    quick run of a laptop rather than first on the GPU box.
+    """
     sweeps = []
-    for marker in metafunc.definition.iter_markers("hpml_sweep"):
-        where = metafunc.definition.nodeid
+    where = definition.nodeid
+    for marker in definition.iter_markers("hpml_sweep"):
         if len(marker.args) != 1 or not isinstance(marker.args[0], str):
             raise pytest.UsageError(f"{where}: hpml_sweep takes one argument name, "
                                     "e.g. hpml_sweep('k_million', quick=[...], full=[...])")
+        argname = marker.args[0]
+        unknown = sorted(set(marker.kwargs) - set(PROFILES))
+        if unknown:
+            raise pytest.UsageError(f"{where}: hpml_sweep({argname!r}) got unknown key(s) "
+                                    f"{unknown}; it takes quick=[...] and full=[...]")
         missing = [p for p in PROFILES if p not in marker.kwargs]
         if missing:
-            raise pytest.UsageError(f"{where}: hpml_sweep({marker.args[0]!r}) needs a list for "
+            raise pytest.UsageError(f"{where}: hpml_sweep({argname!r}) needs a list for "
                                     f"each profile; missing: {missing}")
-        values = list(marker.kwargs[profile])
-        if not values:
-            raise pytest.UsageError(f"{where}: hpml_sweep({marker.args[0]!r}) has no values "
-                                    f"for profile {profile!r}")
-        sweeps.append((marker.args[0], values))
+        lists = {p: _sweep_list(where, argname, p, marker.kwargs[p]) for p in PROFILES}
+        sweeps.append((argname, lists[profile]))
     return sweeps
+
+
+def _already_parametrized(metafunc: pytest.Metafunc, name: str) -> bool:
+    """Whether the test parametrizes `name` itself ("a,b", ["a", "b"] or argnames=...)."""
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        argnames = marker.args[0] if marker.args else marker.kwargs.get("argnames", ())
+        if isinstance(argnames, str):
+            argnames = argnames.split(",")
+        if name in (str(a).strip() for a in argnames):
+            return True
+    return False
+
+
+# -- pytest hooks -------------------------------------------------------------------------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
+    group.addoption("--hpml-profile", choices=PROFILES, default=None,
+                    help="size profile: quick (small sizes, minutes on a CPU) or full (the "
+                         "experiments as published). Default: full with a GPU, else quick.")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name in PRECISIONS:
+        config.addinivalue_line("markers", f"{name}: runs in {name}")
+    config.addinivalue_line("markers", "hpml_sweep(argname, quick, full): parametrize argname "
+                            "by the size profile")
+    config.addinivalue_line("markers", "hpml_devices(*names): the devices of the `device` "
+                            "parameter: 'cpu' and/or 'cuda'")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from pytest_hpml.session import run_of
+
+    return f"hpml: profile {run_of(config).profile}"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    from pytest_hpml.session import run_of
+
+    profile = run_of(metafunc.config).profile
+    for argname, values in sweep_values(metafunc.definition, profile):
+        metafunc.parametrize(argname, values)
+    if "device" in metafunc.fixturenames and not _already_parametrized(metafunc, "device"):
+        metafunc.parametrize("device", device_params(metafunc.definition))

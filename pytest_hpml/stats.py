@@ -40,6 +40,17 @@ class Summary:
         return self.stdev / math.sqrt(self.n) / self.mean
 
 
+#: IQR / median at or above this makes a set of samples "noisy" (the one place this is decided).
+NOISY_IQR_RATIO = 0.10
+
+
+def noise_ratio(summary: Summary) -> float | None:
+    """IQR / median when the samples are noisy by that rule, else None."""
+    if summary.median > 0 and summary.iqr / summary.median >= NOISY_IQR_RATIO:
+        return summary.iqr / summary.median
+    return None
+
+
 def summarize(samples: Sequence[float]) -> Summary:
     if not samples:
         raise ValueError("cannot summarize zero samples")

@@ -1,7 +1,9 @@
-"""Device-aware timers with warm-up and adaptive sampling.
+"""Device-aware clocks with warm-up and adaptive sampling.
 
 Measuring is separate from presenting (as in torch.utils.benchmark): this module returns a
-Timing; the fixture records it and the report renders it.
+Timing; the fixture records it and the report renders it. Every clock is built here
+(`clock_for`); the CUDA parts take their event API as arguments so the logic runs on a CPU
+with fakes.
 """
 
 from __future__ import annotations
@@ -9,21 +11,29 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
 
-from pytest_hpml.stats import Summary, summarize
+from pytest_hpml.stats import Summary, noise_ratio, summarize
 
-#: IQR / median at or above this makes a timing "noisy" (said in the report).
-NOISY_IQR_RATIO = 0.10
+ClockKind = Literal["device", "host"]
+
+#: The sampling time cap per profile: quick runs are smoke runs of the labs on a small CPU.
+MAX_TIME = {"quick": 0.5, "full": 3.0}
+#: The fewest samples a timing takes when the time cap forbids min_samples (a 5 s call in a
+#: 0.5 s cap): enough for a median and an IQR, said in the timing's warnings.
+MIN_SAMPLES_FLOOR = 3
 
 
 @dataclass(frozen=True)
 class TimingConfig:
-    """Sampling policy, in the spirit of nvbench: enough samples, stop when the mean is tight."""
+    """Sampling policy, in the spirit of nvbench: enough samples, stop when the mean is tight.
+
+    These defaults are the only ones: the command line and @pytest.mark.hpml override them.
+    """
 
     min_samples: int = 10
-    max_time: float = 3.0  # seconds of sampling (after warm-up) before stopping anyway
+    max_time: float = MAX_TIME["full"]  # seconds of sampling (after warm-up) before stopping
     target_rse: float = 0.005  # stop once stdev / sqrt(n) / mean falls below this
     warmup: int = 1  # calls before the first sample: JIT compilation, autotuning, caches
     cold_l2: bool = False  # CUDA: flush L2 before every sample, outside the timed region
@@ -31,6 +41,16 @@ class TimingConfig:
     max_samples: int = 100_000
 
     def __post_init__(self) -> None:
+        for name in ("min_samples", "warmup", "max_samples"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an int, got {value!r}")
+        for name in ("max_time", "target_rse", "min_sample_time"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+        if not isinstance(self.cold_l2, bool):
+            raise ValueError(f"cold_l2 must be True or False, got {self.cold_l2!r}")
         if self.min_samples < 1:
             raise ValueError(f"min_samples must be >= 1, got {self.min_samples}")
         if self.warmup < 1:
@@ -42,16 +62,24 @@ class TimingConfig:
         if not self.target_rse > 0:
             raise ValueError(f"target_rse must be > 0, got {self.target_rse}")
 
+    @classmethod
+    def for_profile(cls, profile: str, **overrides: Any) -> TimingConfig:
+        """The defaults of a size profile, with explicit values (None: keep the default)."""
+        base = cls(max_time=MAX_TIME.get(profile, MAX_TIME["full"]))
+        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
 
 @dataclass
 class Timing:
-    """Seconds per call of each sample, and their summary."""
+    """Seconds per call of each sample, their summary, and the function's last result."""
 
     samples: list[float]
     device: str = "cpu"
     inner: int = 1  # calls per sample (very short CPU calls are repeated inside a sample)
     cold_l2: bool = False
     warnings: list[str] = field(default_factory=list)
+    result: Any = field(default=None, repr=False, compare=False)
+    recorded_as: str | None = None  # the metric name hpml.time recorded it under
 
     @property
     def summary(self) -> Summary:
@@ -96,6 +124,8 @@ class Clock(Protocol):
 
 
 class CpuClock:
+    """The host's wall clock: CPU work, and whole programs that end synchronized with a GPU."""
+
     device = "cpu"
 
     def __init__(self, now_ns: Callable[[], int] = time.perf_counter_ns) -> None:
@@ -112,16 +142,19 @@ class CpuClock:
 
 
 class CudaClock:
-    """CUDA events around each sample and a single synchronize per batch.
+    """CUDA events around each sample and one synchronize per batch.
 
     The event API is injected so that this logic runs on CPU in tests with a fake; the real
-    one is torch.cuda.Event(enable_timing=True) and torch.cuda.synchronize.
+    one is torch.cuda.Event(enable_timing=True) and torch.cuda.synchronize (see clock_for).
     """
 
     #: Host time per sample assumed before one has been measured (a launch and two events).
     FIRST_HOST_ESTIMATE = 50e-6
-    #: Longest GPU busy-wait queued ahead of a batch.
+    #: Longest GPU busy-wait queued ahead of a batch: a batch that takes the host longer to
+    #: queue is split, each part behind its own busy-wait, so no sample starts on an idle GPU.
     MAX_BUSY_WAIT = 0.05
+    #: Busy-wait per second of expected queueing: a margin for host jitter.
+    BUSY_WAIT_MARGIN = 1.5
 
     def __init__(
         self,
@@ -141,11 +174,22 @@ class CudaClock:
         self.device = device
 
     def run(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]:
+        out: list[float] = []
+        while len(out) < count:
+            part = count - len(out)
+            if self._busy_wait is not None:
+                fits = int(self.MAX_BUSY_WAIT / (self.BUSY_WAIT_MARGIN * self._host_per_sample))
+                part = max(1, min(part, fits))
+            out.extend(self._run_batch(fn, part, inner))
+        return out
+
+    def _run_batch(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]:
         if self._busy_wait is not None:
             # Keep the GPU busy while the host queues the whole batch (as nvbench's blocking
             # kernel does): otherwise an idle GPU stamps the start event at once and a short
             # kernel's sample measures the host's launch path instead of the kernel.
-            self._busy_wait(min(self.MAX_BUSY_WAIT, 1.5 * count * self._host_per_sample))
+            self._busy_wait(min(self.MAX_BUSY_WAIT,
+                                self.BUSY_WAIT_MARGIN * count * self._host_per_sample))
         queued = self._now()
         pairs = []
         for _ in range(count):
@@ -164,6 +208,60 @@ class CudaClock:
         return [start.elapsed_time(end) / 1e3 / inner for start, end in pairs]
 
 
+def calibrate_cycles_per_second(event_factory: Callable[[], Any], synchronize: Callable[[], None],
+                                spin: Callable[[int], Any], cycles: int = 10_000_000) -> float:
+    """GPU cycles per second of the spin kernel (torch.cuda._sleep), timed with events.
+
+    torch does not expose the SM clock in its device properties (and CUDA 13 dropped
+    clockRate), and the clock under load differs from the nominal one: measuring the spin
+    itself gives the rate the busy-wait actually runs at.
+    """
+    spin(cycles // 10)  # load the kernel before it is timed
+    start, end = event_factory(), event_factory()
+    start.record()
+    spin(cycles)
+    end.record()
+    synchronize()
+    seconds = start.elapsed_time(end) / 1e3
+    if not seconds > 0:
+        raise RuntimeError("the GPU spin kernel took no measurable time; cannot calibrate")
+    return cycles / seconds
+
+
+def clock_for(device: Any, kind: ClockKind = "device", cold_l2: bool = False) -> Clock:
+    """The clock for work on `device`: CUDA events on a CUDA device (kind "device"), else the
+    host's wall clock (CPU work, or a whole program that returns once the GPU is done)."""
+    if kind not in ("device", "host"):
+        raise ValueError(f"clock must be 'device' (CUDA events on a GPU) or 'host' (wall "
+                         f"clock), not {kind!r}")
+    if kind == "host" or getattr(device, "type", str(device)).split(":")[0] != "cuda":
+        return CpuClock()
+    return _cuda_clock(device, cold_l2)  # pragma: no cover - needs a GPU
+
+
+def _cuda_clock(device: Any, cold_l2: bool) -> CudaClock:  # pragma: no cover - needs a GPU
+    """The real CUDA clock. Never run on the development machine (no GPU there)."""
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    flush = None
+    if cold_l2:
+        l2 = getattr(props, "L2_cache_size", 64 * 2**20)
+        scratch = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+        flush = scratch.zero_
+    with torch.cuda.device(device):
+        rate = calibrate_cycles_per_second(lambda: torch.cuda.Event(enable_timing=True),
+                                           lambda: torch.cuda.synchronize(device),
+                                           torch.cuda._sleep)
+    return CudaClock(
+        event_factory=lambda: torch.cuda.Event(enable_timing=True),
+        synchronize=lambda: torch.cuda.synchronize(device),
+        flush_l2=flush,
+        device=str(device),
+        busy_wait=lambda seconds: torch.cuda._sleep(int(seconds * rate)),
+    )
+
+
 def measure(
     fn: Callable[..., Any],
     args: tuple = (),
@@ -175,9 +273,10 @@ def measure(
 ) -> Timing:
     """Warm up, then sample in batches until the relative standard error or the cap says stop."""
     kwargs = kwargs or {}
+    last: list[Any] = [None]
 
     def call() -> Any:
-        return fn(*args, **kwargs)
+        last[0] = fn(*args, **kwargs)
 
     warm = clock.run(call, config.warmup, 1)
     inner = 1
@@ -189,9 +288,18 @@ def measure(
             # perf_counter's resolution and call overhead dominate sub-20 us calls.
             inner = max(1, math.ceil(config.min_sample_time / max(fastest_warm, 1e-9)))
 
+    warnings: list[str] = []
+    batch = config.min_samples
+    # A call so long that min_samples of them overrun the cap: the cap lowers the first
+    # batch, down to the floor (a 5 s call must not take 55 s in a 0.5 s quick cap). A slow
+    # first call (compilation) only shrinks the first batch: later ones grow again.
+    per_call = min(warm)
+    if per_call * config.min_samples > config.max_time:
+        batch = min(config.min_samples,
+                    max(MIN_SAMPLES_FLOOR, int(config.max_time / max(per_call, 1e-12))))
+
     samples: list[float] = []
     started = wall_ns()
-    batch = config.min_samples
     while True:
         samples.extend(clock.run(call, batch, inner))
         elapsed = (wall_ns() - started) / 1e9
@@ -207,10 +315,16 @@ def measure(
         batch = max(1, min(len(samples), int(remaining / max(per_sample, 1e-9)) + 1,
                            config.max_samples - len(samples)))
 
-    timing = Timing(samples=samples, device=clock.device, inner=inner, cold_l2=config.cold_l2)
-    s = timing.summary
-    if s.median > 0 and s.iqr / s.median >= NOISY_IQR_RATIO:
+    if len(samples) < config.min_samples:
+        warnings.append(
+            f"{len(samples)} samples instead of min_samples={config.min_samples}: one call "
+            f"takes ~{per_call:.3g} s and the time cap is {config.max_time:g} s (floor "
+            f"{MIN_SAMPLES_FLOOR}); raise --hpml-max-time or @pytest.mark.hpml(max_time=...) "
+            "for more")
+    timing = Timing(samples=samples, device=clock.device, inner=inner, cold_l2=config.cold_l2,
+                    warnings=warnings, result=last[0])
+    ratio = noise_ratio(timing.summary)
+    if ratio is not None:
         timing.warnings.append(
-            f"noisy timing: IQR is {s.iqr / s.median:.0%} of the median over {s.n} samples"
-        )
+            f"noisy timing: IQR is {ratio:.0%} of the median over {timing.n} samples")
     return timing

@@ -36,7 +36,7 @@ def format_value(value: float, unit: str, spread: float | None = None) -> str:
         return f"{value} {unit}".strip()
     factor, shown = scale_for(unit, value)
     text = format_number(value / factor, unit)
-    if spread is not None:
+    if spread is not None and math.isfinite(spread):
         text += f" ± {_number(spread / factor)}"
     return f"{text} {shown}".strip()
 
@@ -54,6 +54,8 @@ def _number(x: float) -> str:
     """Four significant digits, fixed-point in the readable range, scientific outside it."""
     if x == 0:
         return "0"
+    if not math.isfinite(x):
+        return str(x)
     magnitude = abs(x)
     if magnitude >= 1e5 or magnitude < 1e-3:
         return f"{x:.3e}"

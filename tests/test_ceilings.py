@@ -32,7 +32,7 @@ def small(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_copy_bandwidth_counts_read_and_write(small) -> None:
     clock = FixedClock()
-    c = Ceilings(torch.device("cpu"), "quick", lambda: clock)
+    c = Ceilings(torch.device("cpu"), "quick", clock)
     assert c.copy_bandwidth() == pytest.approx(2 * 4096 / 2e-3)
     batches = clock.batches
     assert c.copy_bandwidth() == pytest.approx(2 * 4096 / 2e-3)
@@ -47,7 +47,7 @@ def test_matmul_flops(small, dtype: torch.dtype) -> None:
                                                                           dtype=torch.int8))
         except RuntimeError as exc:
             pytest.skip(f"torch._int_mm does not run on this CPU build: {exc}")
-    c = Ceilings(torch.device("cpu"), "quick", FixedClock)
+    c = Ceilings(torch.device("cpu"), "quick", FixedClock())
     assert c.matmul_flops(dtype) == pytest.approx(2 * 16**3 / 2e-3)
     assert c.measured() == {f"matmul-{dtype}": pytest.approx(2 * 16**3 / 2e-3)}
 

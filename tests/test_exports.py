@@ -78,7 +78,11 @@ def test_timings_export_their_spread_as_range(pytester: pytest.Pytester) -> None
 
 
 def test_correctness_errors_are_not_exported_as_benchmarks() -> None:
-    error = Metric("max_rel_error", 1e-7, "", "lower", note="correctness")
+    error = Metric("max_rel_error", 1e-7, "", "lower", kind="check")
+    published = Metric("published_time", 1e-3, "s", "lower", kind="reference", source="a paper")
+    batch = Metric("batch", 128, kind="setting")
     time = Metric("time", 2e-3, "s", "lower")
-    exported = benchmark_action([Record("t", "E", {}, [error, time])])
+    records = [Record("t", "E", {}, [error, published, batch, time])]
+    exported = benchmark_action(records)
     assert [e["name"] for e in exported["customSmallerIsBetter"]] == ["t :: time"]
+    assert list(bencher_bmf(records)["t"]) == ["time (s)"]

@@ -20,11 +20,11 @@ TIMED = """
     def factor():
         return float(Path("factor.txt").read_text())
 
-    @pytest.mark.hpml(min_samples=20)
+    @pytest.mark.hpml(min_samples=20, max_time=1.0)
     def test_sleep(hpml):
         hpml.time(time.sleep, 0.010 * factor())
 
-    @pytest.mark.hpml(min_samples=20, tolerance=0.6)
+    @pytest.mark.hpml(min_samples=20, max_time=1.0, tolerance=0.6)
     def test_sleep_loose(hpml):
         hpml.time(time.sleep, 0.010 * factor())
 """
@@ -87,7 +87,7 @@ def test_timed_slowdown_is_flagged_and_identical_rerun_is_not(
     slow.assert_outcomes(passed=1, failed=1)
     # Beyond the 10 % tolerance and significant by Mann-Whitney U: the test fails.
     slow.stdout.fnmatch_lines([
-        "hpml: regressed against the baseline:",
+        "hpml: failed the comparison with the baseline:",
         "  test_bench.py::test_sleep time: * -> * s (+*%, tolerance 10%, Mann-Whitney p=*)",
     ])
     slow.stdout.fnmatch_lines(["*test_sleep *time*regressed*"])
@@ -112,7 +112,7 @@ def test_fixed_values_regress_by_tolerance_alone(pytester: pytest.Pytester) -> N
     slow.assert_outcomes(failed=1)
     # No samples, so the tolerance alone decides; record(tolerance=) widens it per metric.
     slow.stdout.fnmatch_lines([
-        "hpml: regressed against the baseline:",
+        "hpml: failed the comparison with the baseline:",
         "  test_sizes.py::test_sizes bytes: 1000 -> 1300 B (+30.0%, tolerance 10%)",
         "  test_sizes.py::test_sizes accuracy: 0.9 -> 0.692308 % (-23.1%, tolerance 10%)",
     ])
@@ -138,5 +138,15 @@ def test_a_metric_gone_from_the_test_is_missing(pytester: pytest.Pytester) -> No
     pytester.runpytest(*FAST, "--hpml-save-baseline").assert_outcomes(passed=1)
     pytester.makepyfile(test_m="def test_m(hpml):\n    hpml.record('a', 1.0)\n")
     result = pytester.runpytest(*FAST, "--hpml-compare", "--hpml-report")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_m*a*unchanged*", "*test_m*b*2 *missing*"])
+    # A metric the baseline has and the run lacks fails the comparison ...
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_m b: in the baseline (2) but not recorded by this run; "
+                                 "if that is expected*hpml.expect_missing(...)*",
+                                 "*test_m*a*unchanged*", "*test_m*b*2 *missing*"])
+    # ... unless the test says it may be missing.
+    pytester.makepyfile(test_m="def test_m(hpml):\n    hpml.record('a', 1.0)\n"
+                               "    hpml.expect_missing('b')\n")
+    pytester.runpytest(*FAST, "--hpml-compare").assert_outcomes(passed=1)
+    pytester.makepyfile(test_m="import pytest\n\n@pytest.mark.hpml(expect_missing=['b'])\n"
+                               "def test_m(hpml):\n    hpml.record('a', 1.0)\n")
+    pytester.runpytest(*FAST, "--hpml-compare").assert_outcomes(passed=1)

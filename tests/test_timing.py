@@ -7,14 +7,17 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
+from torch import device as torch_device
 
-from pytest_hpml.stats import summarize
+from pytest_hpml.stats import NOISY_IQR_RATIO, summarize
 from pytest_hpml.timing import (
-    NOISY_IQR_RATIO,
+    MIN_SAMPLES_FLOOR,
     CpuClock,
     CudaClock,
     Timing,
     TimingConfig,
+    calibrate_cycles_per_second,
+    clock_for,
     measure,
 )
 
@@ -83,12 +86,31 @@ def test_steady_calls_stop_after_min_samples() -> None:
     assert timing.n == 15  # zero spread: the first batch is already tight enough
 
 
-def test_at_least_min_samples_even_past_the_time_cap() -> None:
-    # Every call takes longer than the whole cap: still min_samples samples.
-    clock = FakeClock(itertools.repeat(0.5))
+def test_the_time_cap_lowers_the_sample_count_down_to_the_floor_and_says_so() -> None:
+    # Every call takes longer than the whole cap (time.sleep(5) in a 0.5 s quick cap): not
+    # min_samples x 5 s, but the floor of MIN_SAMPLES_FLOOR samples, with a warning.
+    clock = FakeClock(itertools.repeat(5.0))
     timing = measure(lambda: None, clock=clock, wall_ns=clock.wall_ns,
-                     config=TimingConfig(min_samples=12, max_time=0.1))
-    assert timing.n == 12
+                     config=TimingConfig(min_samples=10, max_time=0.5))
+    assert timing.n == MIN_SAMPLES_FLOOR
+    assert clock.now_ns / 1e9 == pytest.approx(5.0 * (1 + MIN_SAMPLES_FLOOR))
+    assert any(f"{MIN_SAMPLES_FLOOR} samples instead of min_samples=10" in w and "--hpml-max-time"
+               in w for w in timing.warnings)
+
+
+def test_a_call_that_fits_a_few_times_in_the_cap_takes_as_many_as_fit() -> None:
+    clock = FakeClock(itertools.repeat(0.1))
+    timing = measure(lambda: None, clock=clock, wall_ns=clock.wall_ns,
+                     config=TimingConfig(min_samples=10, max_time=0.5))
+    assert timing.n == 5 and "5 samples instead of min_samples=10" in timing.warnings[0]
+
+
+def test_a_slow_first_call_does_not_cut_the_sample_count() -> None:
+    # Compilation in the warm-up call: later calls are fast, and min_samples are all taken.
+    clock = FakeClock(itertools.chain([30.0], itertools.repeat(1e-3)))
+    timing = measure(lambda: None, clock=clock, wall_ns=clock.wall_ns,
+                     config=TimingConfig(min_samples=10, max_time=0.5))
+    assert timing.n >= 10 and not any("instead of" in w for w in timing.warnings)
 
 
 def test_sampling_continues_until_the_standard_error_is_small() -> None:
@@ -113,10 +135,10 @@ def test_noisy_calls_stop_at_the_time_cap() -> None:
 
 def _fixed(samples: list[float]) -> Timing:
     """measure() over exactly these samples: the wall clock jumps past the cap at once."""
-    clock = FakeClock(itertools.chain([1.0], samples))
+    clock = FakeClock(itertools.chain([min(samples)], samples))
     wall = itertools.chain([0], itertools.repeat(10**12))
     return measure(lambda: None, clock=clock, wall_ns=lambda: next(wall),
-                   config=TimingConfig(min_samples=len(samples), max_time=1.0))
+                   config=TimingConfig(min_samples=len(samples), max_time=100.0))
 
 
 def test_iqr_of_ten_percent_of_the_median_is_noisy() -> None:
@@ -237,6 +259,66 @@ def test_busy_wait_is_queued_ahead_of_each_batch_and_sized_from_the_host_time() 
     # The second batch is sized from the first: 0.1 ms of host time per 4 samples measured.
     assert waits[1] == pytest.approx(1.5 * 4 * (1e-4 / 4))
     assert clock.run(lambda: None, count=10_000, inner=1) and waits[2] <= CudaClock.MAX_BUSY_WAIT
+
+
+def test_a_batch_too_long_to_queue_behind_one_busy_wait_is_split() -> None:
+    # A batch-1 forward pass costs the host 4 ms to queue: 100 samples would need 0.6 s of
+    # busy-wait, beyond the cap, and later samples would start on an idle GPU. The batch runs
+    # as parts that each fit behind their own (capped) busy-wait.
+    gpu = FakeGpu()
+    waits: list[float] = []
+    host = [0.0]
+
+    def busy_wait(seconds: float) -> None:
+        waits.append(seconds)
+        gpu.kernel("busy", seconds * 1e3)
+
+    def forward() -> None:
+        host[0] += 4e-3  # the host's share of one call
+        gpu.kernel("fn", 1.0)
+
+    clock = CudaClock(gpu.event, gpu.synchronize, busy_wait=busy_wait, now=lambda: host[0])
+    clock.run(forward, count=1, inner=1)  # learns 4 ms per sample
+    gpu.log.clear()
+    waits.clear()
+    out = clock.run(forward, count=100, inner=1)
+    assert out == [pytest.approx(1e-3)] * 100
+    per_part = int(CudaClock.MAX_BUSY_WAIT / (CudaClock.BUSY_WAIT_MARGIN * 4e-3))  # 8 samples
+    assert len(waits) == -(-100 // per_part) == gpu.log.count("sync")
+    assert all(w <= CudaClock.MAX_BUSY_WAIT for w in waits)
+    # Each part's busy-wait covers its own queueing time, with the margin.
+    assert waits[0] >= per_part * 4e-3
+
+
+def test_spin_rate_is_calibrated_with_events() -> None:
+    gpu = FakeGpu()
+    rate = 1.7e9  # the spin kernel runs 1.7 G cycles per second on this fake GPU
+
+    def spin(cycles: int) -> None:
+        gpu.kernel("spin", cycles / rate * 1e3)
+
+    measured = calibrate_cycles_per_second(gpu.event, gpu.synchronize, spin, cycles=3_400_000)
+    assert measured == pytest.approx(rate)
+    assert gpu.log == ["spin", "record", "spin", "record", "sync"]  # warm-up spin untimed
+    with pytest.raises(RuntimeError, match="no measurable time"):
+        calibrate_cycles_per_second(gpu.event, gpu.synchronize, lambda cycles: None)
+
+
+def test_clock_choice() -> None:
+    assert isinstance(clock_for("cpu"), CpuClock)
+    assert isinstance(clock_for(torch_device("cpu"), "host"), CpuClock)
+    # A whole GPU program that ends synchronized is timed on the host, not with events.
+    assert isinstance(clock_for(torch_device("cuda"), "host"), CpuClock)
+    with pytest.raises(ValueError, match="clock must be 'device'"):
+        clock_for("cpu", "wall")
+
+
+def test_the_timing_keeps_the_last_result() -> None:
+    calls = itertools.count()
+    clock = FakeClock(itertools.repeat(1e-3))
+    timing = measure(lambda k: next(calls) * k, (10,), clock=clock, wall_ns=clock.wall_ns,
+                     config=TimingConfig(min_samples=5, max_time=100.0))
+    assert timing.result == 10 * (1 + timing.n * timing.inner - 1)
 
 
 def test_measure_on_cuda_synchronizes_once_per_batch() -> None:

@@ -21,8 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from pytest_hpml.baselines import compare_metric
-from pytest_hpml.results import Metric
+from pytest_hpml import Record, compare_results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,13 +40,17 @@ def run_harness(out: Path, runs: int, reuse: bool = False) -> list[dict]:
     return reports
 
 
+def _records(report: dict) -> list[Record]:
+    return [Record.from_dict(r) for r in report["records"]]
+
+
 def spread(reports: list[dict]) -> dict[str, float]:
     values: dict[str, list[float]] = {}
     for report in reports:
-        for record in report["records"]:
-            for m in record["metrics"]:
-                if m.get("better") and m.get("note") != "correctness":
-                    values.setdefault(f"{record['id']} {m['name']}", []).append(m["value"])
+        for record in _records(report):
+            for m in record.metrics:
+                if m.better and m.compared:
+                    values.setdefault(f"{record.id} {m.name}", []).append(m.value)
     return {k: statistics.stdev(v) / statistics.fmean(v) for k, v in values.items()
             if len(v) > 1}
 
@@ -56,17 +59,14 @@ def false_regressions(reports: list[dict]) -> tuple[int, int, dict[str, int]]:
     verdicts: dict[str, int] = {}
     regressed = comparisons = 0
     for old, new in itertools.permutations(reports, 2):
-        base = {(r["id"], m["name"]): Metric.from_dict(m) for r in old["records"]
-                for m in r["metrics"]}
-        for r in new["records"]:
-            for m in r["metrics"]:
-                if not m.get("better") or m.get("note") == "correctness":
+        # The same verdicts as --hpml-compare, through the plugin's stable entry point.
+        for record in compare_results(_records(old), _records(new)):
+            for m in record.metrics:
+                if not m.better or not m.compared:
                     continue
-                current = Metric.from_dict(m)
-                compare_metric(current, base.get((r["id"], m["name"])))
-                verdicts[current.verdict] = verdicts.get(current.verdict, 0) + 1
+                verdicts[m.verdict] = verdicts.get(m.verdict, 0) + 1
                 comparisons += 1
-                regressed += current.verdict == "regressed"
+                regressed += m.verdict == "regressed"
     return regressed, comparisons, verdicts
 
 

@@ -1,70 +1,96 @@
-"""Exports for CI dashboards that already exist, so results flow in without glue code."""
+"""Exports for CI dashboards that already exist, so results flow in without glue code.
+
+Only measured metrics are dashboard series: checks (correctness errors), published references
+and settings are not. A point that is not a finite number is left out, with one message.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable
 from pathlib import Path
 
-from pytest_hpml.results import Record
+from pytest_hpml.results import Metric, Record, json_safe
 from pytest_hpml.units import scale_for
+
+Say = Callable[[str], None]
 
 
 def _name(record: Record, metric_name: str) -> str:
     return f"{record.id} :: {metric_name}"
 
 
-def benchmark_action(records: list[Record]) -> dict[str, list[dict]]:
+def _series(records: list[Record], say: Say | None, tool: str) -> list[tuple[Record, Metric]]:
+    points, dropped = [], []
+    for r in records:
+        for m in r.metrics:
+            if not m.compared or m.verdict == "missing":
+                continue
+            if not math.isfinite(m.value):
+                dropped.append(f"{_name(r, m.name)} = {m.value}")
+                continue
+            points.append((r, m))
+    if dropped and say:
+        say(f"{tool}: {len(dropped)} non-finite point(s) left out of the export: "
+            + "; ".join(dropped[:5]) + (" ..." if len(dropped) > 5 else ""))
+    return points
+
+
+def benchmark_action(records: list[Record], say: Say | None = None) -> dict[str, list[dict]]:
     """github-action-benchmark's custom format, one list per direction.
 
     That action takes one file per tool, so the two lists go to two files:
     customSmallerIsBetter and customBiggerIsBetter.
     """
     out: dict[str, list[dict]] = {"customSmallerIsBetter": [], "customBiggerIsBetter": []}
-    for r in records:
-        for m in r.metrics:
-            # Correctness errors are checks, not performance series for a dashboard.
-            if m.better is None or m.verdict == "missing" or m.note == "correctness":
-                continue
-            factor, unit = scale_for(m.unit, m.value)
-            entry = {"name": _name(r, m.name), "unit": unit, "value": m.value / factor}
-            if m.iqr is not None:
-                entry["range"] = f"± {m.iqr / factor:.4g}"
-            params = ", ".join(f"{k}={v}" for k, v in r.params.items())
-            if params:
-                entry["extra"] = params
-            key = "customSmallerIsBetter" if m.better == "lower" else "customBiggerIsBetter"
-            out[key].append(entry)
+    for r, m in _series(records, say, "github-action-benchmark"):
+        if m.better is None:
+            continue
+        factor, unit = scale_for(m.unit, m.value)
+        entry = {"name": _name(r, m.name), "unit": unit, "value": m.value / factor}
+        if m.iqr is not None and math.isfinite(m.iqr):
+            entry["range"] = f"± {m.iqr / factor:.4g}"
+        params = ", ".join(f"{k}={v}" for k, v in r.params.items())
+        if params:
+            entry["extra"] = params
+        key = "customSmallerIsBetter" if m.better == "lower" else "customBiggerIsBetter"
+        out[key].append(entry)
     return out
 
 
-def write_benchmark_action(path: Path, records: list[Record]) -> list[Path]:
+def write_benchmark_action(path: Path, records: list[Record], say: Say | None = None
+                           ) -> list[Path]:
     """PATH gets the smaller-is-better entries, PATH with '-bigger' the bigger-is-better ones."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = benchmark_action(records)
+    data = benchmark_action(records, say)
     bigger = path.with_name(f"{path.stem}-bigger{path.suffix or '.json'}")
-    path.write_text(json.dumps(data["customSmallerIsBetter"], indent=1), encoding="utf-8")
-    bigger.write_text(json.dumps(data["customBiggerIsBetter"], indent=1), encoding="utf-8")
-    return [path, bigger]
+    written = []
+    for target, key in ((path, "customSmallerIsBetter"), (bigger, "customBiggerIsBetter")):
+        target.write_text(json.dumps(json_safe(data[key]), indent=1, allow_nan=False),
+                          encoding="utf-8")
+        written.append(target)
+    return written
 
 
-def bencher_bmf(records: list[Record]) -> dict[str, dict[str, dict[str, float]]]:
+def bencher_bmf(records: list[Record], say: Say | None = None
+                ) -> dict[str, dict[str, dict[str, float]]]:
     """Bencher Metric Format: {benchmark: {measure: {value, lower_value, upper_value}}}."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for r in records:
-        for m in r.metrics:
-            if m.verdict == "missing":
-                continue
-            entry = {"value": m.value}
-            if m.samples:
-                entry["lower_value"] = min(m.samples)
-                entry["upper_value"] = max(m.samples)
-            out.setdefault(r.id, {})[f"{m.name} ({m.unit})" if m.unit else m.name] = entry
+    for r, m in _series(records, say, "Bencher"):
+        entry = {"value": m.value}
+        finite = [s for s in m.samples or [] if math.isfinite(s)]
+        if finite:
+            entry["lower_value"] = min(finite)
+            entry["upper_value"] = max(finite)
+        out.setdefault(r.id, {})[f"{m.name} ({m.unit})" if m.unit else m.name] = entry
     return out
 
 
-def write_bencher(path: Path, records: list[Record]) -> Path:
+def write_bencher(path: Path, records: list[Record], say: Say | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(bencher_bmf(records), indent=1), encoding="utf-8")
+    path.write_text(json.dumps(json_safe(bencher_bmf(records, say)), indent=1, allow_nan=False),
+                    encoding="utf-8")
     return path

@@ -8,16 +8,24 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hpml.report.tables import build_tables, render
-from pytest_hpml.results import Record
+from pytest_hpml.results import Record, json_safe
 
 REPORT_SUFFIXES = (".md", ".json", ".csv")
+CSV_COLUMNS = ["experiment", "id", "params", "metric", "kind", "value", "unit", "better", "iqr",
+               "n_samples", "baseline", "change", "verdict", "source", "note"]
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else repr(value)
 
 
 def write_report(path: Path, records: list[Record], fingerprint: dict[str, Any], profile: str,
                  compare: bool) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     suffix = path.suffix.lower()
+    if suffix not in REPORT_SUFFIXES:
+        raise ValueError(f"report file {path} must end in one of {REPORT_SUFFIXES}")
+    path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".md":
         header = (f"# pytest-hpml report\n\nProfile: {profile}. Machine: "
                   + ", ".join(f"{k}={v}" for k, v in fingerprint.items() if v is not None)
@@ -27,21 +35,18 @@ def write_report(path: Path, records: list[Record], fingerprint: dict[str, Any],
     elif suffix == ".json":
         document = {"fingerprint": fingerprint, "profile": profile,
                     "records": [r.to_dict() for r in records]}
-        path.write_text(json.dumps(document, indent=1), encoding="utf-8")
-    elif suffix == ".csv":
+        path.write_text(json.dumps(json_safe(document), indent=1, allow_nan=False),
+                        encoding="utf-8")
+    else:
         with path.open("w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
-            writer.writerow(["experiment", "id", "params", "metric", "value", "unit", "better",
-                             "iqr", "n_samples", "baseline", "change", "verdict", "note"])
+            writer.writerow(CSV_COLUMNS)
             for r in records:
                 params = ";".join(f"{k}={v}" for k, v in r.params.items())
                 for m in r.metrics:
-                    writer.writerow([r.experiment, r.id, params, m.name, repr(m.value), m.unit,
-                                     m.better or "", "" if m.iqr is None else repr(m.iqr),
-                                     len(m.samples) if m.samples else "",
-                                     "" if m.baseline is None else repr(m.baseline),
-                                     "" if m.change is None else repr(m.change),
-                                     m.verdict or "", m.note or ""])
-    else:
-        raise ValueError(f"report file {path} must end in one of {REPORT_SUFFIXES}")
+                    writer.writerow([r.experiment, r.id, params, m.name, m.kind, repr(m.value),
+                                     m.unit, m.better or "", _number(m.iqr),
+                                     len(m.samples) if m.samples else "", _number(m.baseline),
+                                     _number(m.change), m.verdict or "", m.source or "",
+                                     m.note or ""])
     return path

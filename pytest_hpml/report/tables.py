@@ -58,7 +58,7 @@ def _cell(metric: Metric | None, factor: float) -> str:
     if not math.isfinite(metric.value):
         return str(metric.value)
     text = format_number(metric.value / factor, metric.unit)
-    if metric.iqr is not None:
+    if metric.iqr is not None and math.isfinite(metric.iqr):
         text += f" ± {_number(metric.iqr / factor)}"
     return text
 
@@ -136,7 +136,7 @@ def comparison_table(records: list[Record]) -> Table | None:
     rows = []
     for r in sorted(records, key=lambda r: _sortable(r.order)):
         for m in r.metrics:
-            if m.verdict is None or m.note == "correctness":
+            if m.verdict is None or not m.compared:
                 continue
             factor, shown = scale_for(m.unit, m.baseline if m.baseline is not None else m.value)
             rows.append([
@@ -160,9 +160,11 @@ def comparison_table(records: list[Record]) -> Table | None:
 
 def _notes(records: list[Record]) -> list[str]:
     notes = [f"{r.id}: {w}" for r in records for w in r.warnings]
-    labelled = _unique(m.note for r in records for m in r.metrics
-                       if m.note and m.note != "correctness")
-    return notes + [f"note: {n}" for n in labelled]
+    labelled = _unique(m.note for r in records for m in r.metrics if m.note)
+    # Published figures are labelled as such, with where they come from, under every table.
+    published = _unique(f"{m.name}: published reference, not measured here ({m.source})"
+                        for r in records for m in r.metrics if m.kind == "reference")
+    return notes + [f"note: {n}" for n in labelled] + [f"note: {p}" for p in published]
 
 
 def build_tables(records: list[Record], compare: bool = False) -> list[Table]:

@@ -24,6 +24,7 @@ class PublishedModel:
 # (https://pytorch.org/vision/stable/models.html), columns "Params" and "GFLOPS", for
 # ResNet18_Weights.IMAGENET1K_V1, ResNet50_Weights.IMAGENET1K_V1, VGG16_Weights.IMAGENET1K_V1,
 # VGG19_Weights.IMAGENET1K_V1 (224 x 224 input).
+TORCHVISION_DOCS = "torchvision model documentation, table of classification weights"
 TORCHVISION_PUBLISHED: dict[str, PublishedModel] = {
     "resnet18": PublishedModel(parameters=11_689_512, gmacs=1.814),
     "resnet50": PublishedModel(parameters=25_557_032, gmacs=4.089),
@@ -33,6 +34,7 @@ TORCHVISION_PUBLISHED: dict[str, PublishedModel] = {
 
 # Source: NVIDIA Tesla K80 datasheet (with GPU Boost), the figures the PALEO lab asks for.
 # FLOP/s, both GPUs of the board together, as published; never measured here.
+K80_DATASHEET = "NVIDIA Tesla K80 datasheet (with GPU Boost)"
 K80_PUBLISHED_PEAK_FLOPS: dict[str, float] = {
     "fp32": 8.74e12,
     "fp64": 2.91e12,
@@ -40,4 +42,5 @@ K80_PUBLISHED_PEAK_FLOPS: dict[str, float] = {
 
 # Lu et al. 2017 report that convolutions take about 99 % of VGG-16's forward FLOPs; the lab
 # asks whether VGG-19 shows the same.
+LU_ET_AL = "Lu et al. 2017, VGG-16 (the lab's handout)"
 LAB_EXPECTED_VGG_CONV_SHARE = 0.99

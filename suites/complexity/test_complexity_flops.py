@@ -9,7 +9,12 @@ import torch
 
 from suites.complexity.flops import count_forward_flops, count_training_flops
 from suites.complexity.models import ALL_MODELS, IMAGENET_MODELS, build_model, image_size
-from suites.complexity.reference import LAB_EXPECTED_VGG_CONV_SHARE, TORCHVISION_PUBLISHED
+from suites.complexity.reference import (
+    LAB_EXPECTED_VGG_CONV_SHARE,
+    LU_ET_AL,
+    TORCHVISION_DOCS,
+    TORCHVISION_PUBLISHED,
+)
 
 pytestmark = pytest.mark.complexity
 
@@ -46,7 +51,7 @@ def test_forward_and_training_flops(hpml, model: str) -> None:
         published = TORCHVISION_PUBLISHED[model].gmacs
         ours = forward.total / 2 / 1e9  # torchvision counts a multiply-add once
         hpml.record("gmacs", ours, note="forward FLOPs / 2 / 1e9")
-        hpml.record("published_gmacs", published, note="torchvision docs (reference)")
+        hpml.reference("published_gmacs", published, source=TORCHVISION_DOCS)
         hpml.record("rel_diff_vs_published", 100 * abs(ours - published) / published, unit="%")
         assert abs(ours - published) / published < 0.01
 
@@ -61,8 +66,8 @@ def test_vgg19_convolution_share_of_forward_flops(hpml) -> None:
                 row.record("share", 100 * flops / forward.total, unit="%")
     conv_share = forward.share("Conv2d")
     hpml.record("conv_share", 100 * conv_share, unit="%")
-    hpml.record("lab_expected_conv_share", 100 * LAB_EXPECTED_VGG_CONV_SHARE, unit="%",
-                note="Lu et al. 2017, VGG-16 (reference)")
+    hpml.reference("lab_expected_conv_share", 100 * LAB_EXPECTED_VGG_CONV_SHARE, unit="%",
+                   source=LU_ET_AL)
     weight_layers = [n for n, t in forward.layer_types.items() if t in ("Conv2d", "Linear")]
     assert len(weight_layers) == 19  # 16 convolutions + 3 fully connected: the "19"
     assert forward.by_layer_type["Conv2d"] + forward.by_layer_type["Linear"] == forward.total

@@ -1,8 +1,6 @@
 """Q2: actual memory of one training step (SGD with momentum) against the theoretical parameter
 memory, and what the rest is: gradients, optimizer state, activations."""
 
-import gc
-
 import pytest
 import torch
 
@@ -19,26 +17,18 @@ def test_training_step_memory(hpml, device: str, model: str, batch: int) -> None
     hpml.experiment = "Training-step memory: actual vs theoretical (SGD, momentum 0.9)"
     size = image_size(model)
     hpml.param(image=size)
-    out_of_memory = None
-    try:
+    # Out of memory at this batch size is a finding (recorded, and a later run that no longer
+    # fits regresses from it), not a crash.
+    with hpml.catch_out_of_memory() as oom:
         net = build_model(model, hpml.device)
         images = torch.randn(batch, 3, size, size, device=hpml.device)
         labels = torch.randint(0, num_classes(model), (batch,), device=hpml.device)
         step = measure_step_memory(net, images, labels)
-    except torch.cuda.OutOfMemoryError as oom:  # a finding at this batch size, not a crash
-        out_of_memory = str(oom).splitlines()[0]
-    if out_of_memory is not None:
-        # Outside the except block: the exception's traceback no longer holds the step's
-        # frames, so their activations can actually be freed before the next batch size.
-        net = images = labels = None
-        gc.collect()
-        torch.cuda.empty_cache()
-        hpml.param(status="out of memory")
-        hpml.record("out_of_memory", 1, note=out_of_memory)
+    if oom.happened:
         return
     theoretical = parameter_bytes(net)
     hpml.param(method=step.method)
-    hpml.record("theoretical", theoretical, unit="B", note="parameters x 4 B")
+    hpml.record("theoretical", theoretical, unit="B", note="theoretical: parameters x 4 B")
     hpml.record("actual_peak", step.peak, unit="B", better="lower")
     hpml.record("actual_over_theoretical", step.peak / theoretical)
     hpml.record("parameters", step.parameters, unit="B")

@@ -10,7 +10,7 @@ from suites.complexity.models import (
     parameter_bytes,
     parameter_count,
 )
-from suites.complexity.reference import TORCHVISION_PUBLISHED
+from suites.complexity.reference import TORCHVISION_DOCS, TORCHVISION_PUBLISHED
 
 pytestmark = pytest.mark.complexity
 
@@ -24,9 +24,10 @@ def test_parameters_and_theoretical_memory(hpml, model: str) -> None:
     hpml.record("parameter_memory", parameter_bytes(net), unit="B")
     if model == CIFAR_RESNET18:
         expected = basic_block_resnet_parameters(stem_kernel=3, classes=10)
-        hpml.record("closed_form", expected, note="BasicBlock ResNet formula, models.py")
+        hpml.setting("closed_form", expected, note="closed_form: the BasicBlock ResNet formula "
+                     "of models.py, derived on paper")
     else:
         expected = TORCHVISION_PUBLISHED[model].parameters
-        hpml.record("published", expected, note="torchvision docs (reference, not measured)")
+        hpml.reference("published", expected, source=TORCHVISION_DOCS)
     assert count == expected
     assert parameter_bytes(net) == 4 * count

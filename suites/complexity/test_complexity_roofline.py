@@ -38,12 +38,14 @@ def roofline_point(hpml, model: str, batch: int) -> None:
     hpml.param(image=case.image_size,
                bound="memory" if intensity < ridge_point(peak, bandwidth) else "compute")
     hpml.record("arithmetic_intensity", intensity, unit="FLOP/B")
-    hpml.record("peak_flops", peak, unit="FLOP/s", note="measured fp32 matmul ceiling")
-    hpml.record("peak_bandwidth", bandwidth, unit="B/s", note="measured copy ceiling")
+    hpml.setting("peak_flops", peak, unit="FLOP/s", note="peak_flops: the measured fp32 matmul "
+                 "ceiling")
+    hpml.setting("peak_bandwidth", bandwidth, unit="B/s", note="peak_bandwidth: the measured "
+                 "copy ceiling")
     hpml.record("attainable_flops", roof, unit="FLOP/s")
-    hpml.record("pct_of_roof", 100 * achieved / roof, unit="%", better="higher")
-    assert roof <= peak and roof <= intensity * bandwidth * (1 + 1e-12)
-    assert achieved > 0
+    hpml.record("pct_of_roof", 100 * achieved / roof, unit="%", better="higher", timing=timing)
+    logits = timing.result  # the timed forward pass must have computed something sane
+    assert logits.shape[0] == batch and torch.isfinite(logits).all()
 
 
 @pytest.mark.hpml_devices("cpu")

@@ -1,7 +1,7 @@
 """The harness's own spread: a fixed CPU workload timed the way every lab is timed.
 
 Rerunning this suite and comparing with --hpml-compare shows how often this machine's noise
-alone would be flagged as a regression.
+alone would be flagged as a regression (tools/harness_spread.py does it many times).
 """
 
 import pytest
@@ -16,4 +16,3 @@ def test_torch_add(hpml, numel: int) -> None:
     timing = hpml.time(torch.add, a, b, out=out)
     hpml.record_bandwidth("bandwidth", 3 * 4 * numel, timing)
     hpml.check_close(out, a + b, rtol=0, atol=0)
-    assert timing.n >= hpml.timing_config.min_samples

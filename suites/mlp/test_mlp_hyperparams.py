@@ -24,6 +24,7 @@ LEARNING_RATES = [5e-3, 1e-2, 2e-2, 4e-2, 6e-2, 8e-2]
 SIZES = {"quick": {"limit": 4000, "test_limit": 1000, "batch_size": 50},
          "full": {"limit": None, "test_limit": None, "batch_size": 3000}}
 # Seed report, MNIST, batch 3000, single precision, 4 GPUs: (hidden, epochs, lr) -> precision.
+SEED_REPORT = "seed report 000, MNIST, batch 3000, 4 GPUs"
 PUBLISHED_PRECISION = {
     (512, 1, 5e-3): 0.6211, (512, 1, 1e-2): 0.7279, (512, 1, 2e-2): 0.7932,
     (512, 1, 4e-2): 0.8442, (512, 1, 6e-2): 0.8624, (512, 1, 8e-2): 0.8405,
@@ -59,7 +60,7 @@ def test_hyperparameter_study(hpml, device, hidden, epochs, lr, data_root):
                 better="lower", samples=result.epoch_times)
     published = PUBLISHED_PRECISION.get((hidden, epochs, lr))
     if published is not None and not train.synthetic and hpml.profile == "full":
-        hpml.record("published_precision", published, note="published reference (seed report)")
+        hpml.reference("published_precision", published, source=SEED_REPORT)
 
     # The figures are measurements (SGD at a high rate may well end above where it started);
     # what must hold is that they are sound: finite weights, a loss logged for every batch, the
@@ -91,7 +92,7 @@ def test_one_epoch_reproduces_the_published_precision(hpml, device, data_root):
     train, result, score = _train_and_score(data_root, config, hpml.device)
     hpml.param(data=train.source)
     hpml.record("test_precision", score, better="higher")
-    hpml.record("published_precision", 0.7279, note="published reference (seed report)")
+    hpml.reference("published_precision", 0.7279, source=SEED_REPORT)
     assert abs(score - 0.7279) < 0.03, f"precision {score:.4f}, published 0.7279"
 
 
@@ -111,5 +112,5 @@ def test_two_hundred_epochs_converge(hpml, device, data_root):
             row.record("training_loss", result.losses[epoch * steps_per_epoch], better="lower")
     hpml.record("test_precision", score, better="higher")
     hpml.record("final_loss", result.losses[-1], better="lower")
-    hpml.record("published_precision", 0.9518, note="published reference (seed report)")
+    hpml.reference("published_precision", 0.9518, source=SEED_REPORT)
     assert score > 0.94

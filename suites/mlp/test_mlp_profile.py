@@ -10,8 +10,6 @@ with every P measured here, beside the measured step time.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
@@ -19,7 +17,7 @@ from pytest_hpml.distributed import run_distributed
 from suites.common.data import load_mnist
 from suites.mlp import model
 from suites.mlp.step_profile import PHASES, TimeModel, busbw, median, profile_rank
-from suites.mlp.training import MLPConfig, shard_bounds
+from suites.mlp.training import MLPConfig
 
 pytestmark = [pytest.mark.mlp, pytest.mark.data_parallel]
 
@@ -82,7 +80,7 @@ def test_training_step_profile(hpml, device, data_root):
     gemm_flops = model.gemm_flops(rows, config.hidden)
     first = gemm_flops["forward_layer0"]
     with hpml.row(phase="first_gemm (X W0^T) in step") as row:
-        row.record("flops", first, unit="FLOP")
+        row.setting("flops", first, unit="FLOP")
         row.record("time", median(out["first_gemm"]), unit="s", better="lower",
                    samples=out["first_gemm"])
         p_flops = first / median(out["first_gemm"])
@@ -90,7 +88,7 @@ def test_training_step_profile(hpml, device, data_root):
     params = model.init_params(config.hidden, torch.float32, hpml.device)
     X_local = X[:rows].to(hpml.device)
     with hpml.row(phase="first_gemm (X W0^T) alone, hpml.time") as row:
-        row.record("flops", first, unit="FLOP")
+        row.setting("flops", first, unit="FLOP")
         timing = row.time(torch.matmul, X_local, params.W[0].T, name="time")
         row.record_flops("achieved_flops", first, timing)
 
@@ -101,7 +99,7 @@ def test_training_step_profile(hpml, device, data_root):
     nbytes = out["param_bytes"]
     algbw = nbytes / median(out["allreduce_alone"]) if ranks > 1 else None
     with hpml.row(phase="all_reduce alone") as row:
-        row.record("bytes", nbytes, unit="B")
+        row.setting("bytes", nbytes, unit="B")
         row.record("time", median(out["allreduce_alone"]), unit="s", better="lower",
                    samples=out["allreduce_alone"])
         if algbw is not None:
@@ -112,7 +110,7 @@ def test_training_step_profile(hpml, device, data_root):
     time_model = TimeModel(flops=step_flops, bytes_h2d=out["batch_bytes"], bytes_net=nbytes,
                            p_flops=p_flops, p_pci=p_pci, p_net=algbw)
     with hpml.row(phase="time model") as row:
-        row.record("flops", step_flops, unit="FLOP")
+        row.setting("flops", step_flops, unit="FLOP")
         row.record("modeled_step_time", time_model.step_time(), unit="s",
                    note="FLOPs/P_flops + bytes_h2d/P_pci + bytes_net/P_net" +
                    ("" if p_pci else " (no host-to-device term on CPU)"))
@@ -122,13 +120,10 @@ def test_training_step_profile(hpml, device, data_root):
     # The seed report's figures, in the same columns, labelled by the phase name.
     for phase, name, value, unit in PUBLISHED:
         with hpml.row(phase=f"{phase} [published: seed report, V100, MPI]") as row:
-            row.record(name, value, unit=unit, note="published reference")
+            row.reference(name, value, unit=unit, source="seed report 000, V100 node, MPI + CUDA")
 
-    # The phases are disjoint parts of each step: they never add up to more than the step.
+    # The phases are disjoint parts of each step: a timer that counted some work twice (or a
+    # phase that ran outside the step) would add up to more than the step.
     for i, total in enumerate(phases["step"]):
         parts = sum(phases[p][i] for p in PHASES if p != "step")
         assert 0 < parts <= total * 1.0001, f"step {i}: phases {parts:.3g} s > step {total:.3g} s"
-    assert all(t > 0 for t in phases["gemm"] + out["first_gemm"])
-    assert rows == shard_bounds(config.batch_size, ranks, 0)[1]
-    assert nbytes == 4 * params.count()
-    assert math.isfinite(time_model.step_time()) and time_model.step_time() > 0

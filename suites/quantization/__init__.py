@@ -1,2 +1,17 @@
-"""Lab: post-training int8 quantization of the CIFAR-10 CNN (weights, activations, int32
-biases, integer-only inference on a Triton int8 GEMM). Steps a-e: test_quantization_steps.py."""
+"""Lab: post-training int8 quantization of the CIFAR-10 CNN (shared/seeds 004, part B):
+weights, activations, int32 biases, integer-only inference on a Triton int8 GEMM.
+
+    cnn.py             the CNN, its training loop and accuracy (the fp32 reference)
+    lab.py             the lab's shared state (data, trained model) and the summary rows
+    scales.py          symmetric int8 scales, (de)quantization, int32 biases
+    calibration.py     activation ranges on calibration batches (step c) and their scales (d)
+    fake_quant.py      steps b and d as simulated quantization
+    fixed_point.py     the M0 * 2^-shift rescale of Jacob et al. (2018)
+    int8_gemm.py       the Triton int8 GEMM with fused epilogues, and its torch reference
+    integer_model.py   step e: the integer-only CNN on that GEMM
+    plots.py           histograms for steps a and c
+
+Steps -> tests: a-e in test_quantization_steps; the kernel in test_quantization_int8_gemm
+(correctness) and test_quantization_benchmark (GPU throughput); the fixed-point rescale in
+test_quantization_fixed_point; bad input in test_quantization_bad_input.
+"""

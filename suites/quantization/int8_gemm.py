@@ -12,6 +12,7 @@ TRITON_INTERPRET=1 every autotune config would be interpreted, so the CPU uses o
 """
 from __future__ import annotations
 
+import enum
 import os
 
 import torch
@@ -20,8 +21,25 @@ import triton.language as tl
 
 from .fixed_point import M0_BITS, FixedPointMultiplier, requantize
 
-EPILOGUE_INT32, EPILOGUE_FLOAT, EPILOGUE_REQUANTIZE = 0, 1, 2
-BIAS_NONE, BIAS_INT32, BIAS_FLOAT = 0, 1, 2
+
+class Epilogue(enum.IntEnum):
+    INT32 = 0  # store the int32 accumulator
+    FLOAT = 1  # scale rows and columns to float32
+    REQUANTIZE = 2  # fixed-point rescale to int8
+
+
+class Bias(enum.IntEnum):
+    NONE = 0
+    INT32 = 1  # added to the accumulator, in its scale
+    FLOAT = 2  # added after the float scales
+
+
+# The kernel's view of the same modes: a kernel may read a global only as a tl.constexpr, and
+# branches on these at compile time.
+EPILOGUE_INT32 = tl.constexpr(Epilogue.INT32.value)
+EPILOGUE_FLOAT = tl.constexpr(Epilogue.FLOAT.value)
+BIAS_INT32 = tl.constexpr(Bias.INT32.value)
+BIAS_FLOAT = tl.constexpr(Bias.FLOAT.value)
 
 # Large tiles for the compute-bound square GEMMs, thin ones for the CNN's N = 6 .. 120 layers.
 GPU_CONFIGS = [
@@ -84,19 +102,19 @@ def int8_gemm_kernel(
 
     mask_m = offs_m < M
     mask_n = offs_n < N
-    if BIAS == 1:
+    if BIAS == BIAS_INT32:
         acc += tl.load(bias_ptr + offs_n, mask=mask_n, other=0)[None, :]
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     c_mask = mask_m[:, None] & mask_n[None, :]
-    if EPILOGUE == 0:
+    if EPILOGUE == EPILOGUE_INT32:
         tl.store(c_ptrs, acc, mask=c_mask)
-    elif EPILOGUE == 1:
+    elif EPILOGUE == EPILOGUE_FLOAT:
         out = acc.to(tl.float32)
         if HAS_ROW_SCALE:
             out = out * tl.load(row_scale_ptr + offs_m, mask=mask_m, other=0.0)[:, None]
         if HAS_COL_SCALE:
             out = out * tl.load(col_scale_ptr + offs_n, mask=mask_n, other=0.0)[None, :]
-        if BIAS == 2:
+        if BIAS == BIAS_FLOAT:
             out += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0)[None, :]
         tl.store(c_ptrs, out, mask=c_mask)
     else:
@@ -143,18 +161,18 @@ def _check_operands(a: torch.Tensor, b: torch.Tensor) -> None:
         raise ValueError("K > 2^17 can overflow the int32 accumulator (127 * 128 * K >= 2^31)")
 
 
-def _epilogue(bias, row_scale, col_scale, multiplier) -> tuple[int, int]:
+def _epilogue(bias, row_scale, col_scale, multiplier) -> tuple[Epilogue, Bias]:
     if multiplier is not None and (row_scale is not None or col_scale is not None):
         raise ValueError("choose either float scales or a requantize multiplier, not both")
-    epilogue = (EPILOGUE_REQUANTIZE if multiplier is not None else
-                EPILOGUE_FLOAT if row_scale is not None or col_scale is not None else
-                EPILOGUE_INT32)
+    epilogue = (Epilogue.REQUANTIZE if multiplier is not None else
+                Epilogue.FLOAT if row_scale is not None or col_scale is not None else
+                Epilogue.INT32)
     if bias is None:
-        return epilogue, BIAS_NONE
+        return epilogue, Bias.NONE
     if bias.dtype == torch.int32:
-        return epilogue, BIAS_INT32
-    if bias.dtype == torch.float32 and epilogue == EPILOGUE_FLOAT:
-        return epilogue, BIAS_FLOAT
+        return epilogue, Bias.INT32
+    if bias.dtype == torch.float32 and epilogue == Epilogue.FLOAT:
+        return epilogue, Bias.FLOAT
     raise TypeError("bias must be int32 (accumulator scale) or float32 with a float epilogue, "
                     f"got {bias.dtype}")
 
@@ -174,8 +192,8 @@ def int8_gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = N
                            "otherwise move the operands to CUDA")
     M, K = a.shape
     N = b.shape[1]
-    out_dtype = {EPILOGUE_INT32: torch.int32, EPILOGUE_FLOAT: torch.float32,
-                 EPILOGUE_REQUANTIZE: torch.int8}[epilogue]
+    out_dtype = {Epilogue.INT32: torch.int32, Epilogue.FLOAT: torch.float32,
+                 Epilogue.REQUANTIZE: torch.int8}[epilogue]
     for name, t, n in (("bias", bias, N), ("row_scale", row_scale, M),
                        ("col_scale", col_scale, N),
                        ("multiplier", multiplier.m0 if multiplier else None, N)):
@@ -206,7 +224,7 @@ def int8_gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = N
         M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         zero_point, qmin, qmax,
     )
-    flags = {"EPILOGUE": epilogue, "BIAS": bias_mode,
+    flags = {"EPILOGUE": int(epilogue), "BIAS": int(bias_mode),
              "HAS_ROW_SCALE": row_scale is not None, "HAS_COL_SCALE": col_scale is not None}
     if interpreting():
         cfg = _interpreter_config(M, N, K)
@@ -229,11 +247,11 @@ def int8_gemm_reference(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor 
     _check_operands(a, b)
     epilogue, bias_mode = _epilogue(bias, row_scale, col_scale, multiplier)
     acc = (a.double() @ b.double()).to(torch.int32)
-    if bias_mode == BIAS_INT32:
+    if bias_mode == Bias.INT32:
         acc = acc + bias.to(acc.device).flatten()
-    if epilogue == EPILOGUE_INT32:
+    if epilogue == Epilogue.INT32:
         return acc
-    if epilogue == EPILOGUE_REQUANTIZE:
+    if epilogue == Epilogue.REQUANTIZE:
         return requantize(acc, multiplier, zero_point, qmin, qmax)
     out = acc.to(torch.float32)
     # Same operation order as the kernel, so float results match bit for bit.
@@ -242,6 +260,6 @@ def int8_gemm_reference(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor 
                                     device=out.device).flatten()[:, None]
     if col_scale is not None:
         out = out * torch.as_tensor(col_scale, dtype=torch.float32, device=out.device).flatten()
-    if bias_mode == BIAS_FLOAT:
+    if bias_mode == Bias.FLOAT:
         out = out + bias.to(out.device).flatten()
     return out

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from pytest_hpml import Hpml
 from suites.common.data import load_cifar10
 
 from .cnn import LAYERS, CifarCNN, accuracy, normalize, parameter_bytes, train_cnn
@@ -66,12 +67,13 @@ def _single_thread_on_cpu(device: torch.device) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def build_lab(profile: str, data_root: Path | None, download: bool) -> QuantizationLab:
+def build_lab(profile: str, data_root: Path | None, download: bool,
+              device: torch.device) -> QuantizationLab:
+    """Data, and the fp32 reference trained on `device` (the test's hpml.device)."""
     settings = PROFILES[profile]
     train = load_cifar10("train", data_root, download, limit=settings["train_images"])
     test = load_cifar10("test", data_root, download, limit=settings["test_images"])
     train_images = normalize(train.images)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     with _single_thread_on_cpu(device):
         model = train_cnn(train_images, train.labels, epochs=settings["epochs"],
                           batch_size=settings["batch_size"], lr=settings["lr"], seed=SEED,
@@ -85,42 +87,70 @@ def build_lab(profile: str, data_root: Path | None, download: bool) -> Quantizat
         model=model, fp32_accuracy=fp32, settings=settings)
 
 
-def record_variant(hpml, lab: QuantizationLab, step: str, variant: str,
-                   forward: Callable[[torch.Tensor], torch.Tensor],
-                   layer_outputs: Callable[[torch.Tensor], dict[str, torch.Tensor]],
-                   size_bytes: int, images: torch.Tensor | None = None,
-                   labels: torch.Tensor | None = None, error_images: int | None = None,
-                   **columns) -> dict[str, float]:
-    """One summary-table row (accuracy, its drop from fp32 on the same images, size) plus a
-    row per layer with the max and mean |output - fp32 output| on the first test images
-    (at most `error_images` of them). Returns the accuracies and errors measured."""
+@dataclass
+class Variant:
+    """One row of the summary table: a quantized (or the fp32) model and how it is stored."""
+
+    step: str  # "b: int8 weights", ...
+    name: str  # the variant within the step: "per-channel", "max", ...
+    forward: Callable[[torch.Tensor], torch.Tensor]  # images -> logits
+    layer_outputs: Callable[[torch.Tensor], dict[str, torch.Tensor]]
+    size_bytes: int  # stored size: weights, scales, biases
+    columns: dict[str, str] = field(default_factory=dict)  # gemm=..., weights=...
+
+
+@dataclass
+class Measurement:
+    accuracy: float  # % on the test images it was scored on
+    fp32_accuracy: float  # the fp32 reference on the same images
+    test_images: int
+    layer_errors: dict[str, tuple[float, float]]  # layer -> (max, mean) |output - fp32 output|
+
+    @property
+    def drop(self) -> float:
+        return self.fp32_accuracy - self.accuracy
+
+
+def measure_variant(lab: QuantizationLab, variant: Variant, images: torch.Tensor | None = None,
+                    labels: torch.Tensor | None = None,
+                    error_images: int | None = None) -> Measurement:
+    """Accuracy (and the fp32 model's on the same images), and per layer the max and mean
+    |output - fp32 output| on the first test images (at most `error_images` of them)."""
     images = lab.test_images if images is None else images
     labels = lab.test_labels if labels is None else labels
-    hpml.experiment = EXPERIMENT
-    hpml.param(step=step, variant=variant, data=lab.source, test_images=len(images), **columns)
-    acc = accuracy(forward, images, labels)
+    acc = accuracy(variant.forward, images, labels)
     fp32_acc = (lab.fp32_accuracy if len(images) == len(lab.test_images)
                 else accuracy(lab.model, images, labels))
-    hpml.record("accuracy", acc, unit="%", better="higher")
-    hpml.record("accuracy_drop", fp32_acc - acc, unit="%", better="lower",
-                note="accuracy drop: fp32 minus the variant, on the same test images")
-    hpml.record("size", size_bytes, unit="B", better="lower")
-    measured = {"accuracy": acc, "fp32_accuracy": fp32_acc}
     probe = lab.error_images(error_images)
     with torch.no_grad():
         reference = lab.model.layer_outputs(probe)
-        outputs = layer_outputs(probe)
+        outputs = variant.layer_outputs(probe)
+    errors = {}
     for name in LAYERS:
-        error = (outputs[name].float().cpu() - reference[name]).abs()
+        error = (outputs[name].float().cpu() - reference[name].cpu()).abs()
         if not torch.isfinite(error).all():
-            raise AssertionError(f"{step}/{variant}: layer {name} output has NaN or Inf")
+            raise AssertionError(f"{variant.step}/{variant.name}: layer {name} output has NaN "
+                                 "or Inf")
+        errors[name] = (error.max().item(), error.mean().item())
+    return Measurement(acc, fp32_acc, len(images), errors)
+
+
+def record_variant(hpml: Hpml, lab: QuantizationLab, variant: Variant,
+                   measured: Measurement) -> None:
+    """The variant's summary row (accuracy, drop from fp32, size) and a row per layer."""
+    hpml.experiment = EXPERIMENT
+    hpml.param(step=variant.step, variant=variant.name, data=lab.source,
+               test_images=measured.test_images, **variant.columns)
+    hpml.record("accuracy", measured.accuracy, unit="%", better="higher")
+    hpml.record("accuracy_drop", measured.drop, unit="%", better="lower",
+                note="accuracy drop: fp32 minus the variant, on the same test images")
+    hpml.record("size", variant.size_bytes, unit="B", better="lower")
+    for name, (largest, mean) in measured.layer_errors.items():
         with hpml.row(layer=name) as row:
-            row.record("max_abs_error", error.max().item(), better="lower")
-            row.record("mean_abs_error", error.mean().item(), better="lower")
-        measured[f"{name}.max"] = error.max().item()
-        measured[f"{name}.mean"] = error.mean().item()
-    return measured
+            row.record("max_abs_error", largest, better="lower")
+            row.record("mean_abs_error", mean, better="lower")
 
 
-def fp32_size(lab: QuantizationLab) -> int:
-    return parameter_bytes(lab.model)
+def fp32_variant(lab: QuantizationLab) -> Variant:
+    return Variant("fp32", "reference", lab.model, lab.model.layer_outputs,
+                   parameter_bytes(lab.model))

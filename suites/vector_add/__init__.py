@@ -1,1 +1,13 @@
-"""Lab: vector add on CPU and GPU, explicit vs unified memory, with one Triton kernel."""
+"""Lab: vector add on CPU and GPU, explicit vs unified memory, with one Triton kernel
+(shared/seeds 003, problem 3).
+
+    cpu_loop.cpp / cpu_loop.py   the C++ loop baseline, compiled once and loaded with ctypes
+    kernel.py                    the Triton kernel and the lab's three launch configurations
+    cuda_memory.py               cudaMalloc / cudaMallocManaged arrays seen as torch tensors
+    programs.py                  the whole GPU programs (allocate, copy, add, copy back, free)
+    experiment.py                what the tests share: inputs, the CPU rows, % of copy ceiling
+
+Questions -> tests: Q1 test_vector_add_cpu; Q2-Q4 test_vector_add_gpu (explicit and unified
+memory, three launch configurations, the charts); test_vector_add_triton checks the kernel
+under Triton's interpreter; test_vector_add_pieces checks the parts with fakes.
+"""

@@ -1,4 +1,4 @@
-"""Steps the lab's experiments share: inputs, the CPU sum, host-clock timings, CPU rows.
+"""Steps the lab's experiments share: inputs, the CPU sum, the CPU rows, % of the copy ceiling.
 
 The C++ loop is measured inside every experiment that needs it (for speedups) instead of being
 cached per session: under xdist the tests of one K may run in different processes.
@@ -7,13 +7,11 @@ cached per session: under xdist the tests of one K may run in different processe
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 import torch
 
-from pytest_hpml.fixture import Hpml, Recorder
-from pytest_hpml.timing import CpuClock, Timing, measure
+from pytest_hpml import Hpml, Recorder, Timing
 from suites.vector_add.cpu_loop import CompilerNotFound, cpu_vector_add, library
 from suites.vector_add.programs import stream_bytes
 
@@ -47,25 +45,11 @@ def fill_inputs(x: torch.Tensor, y: torch.Tensor, seed: int = SEED) -> None:
     torch.rand(y.numel(), generator=g, out=y)
 
 
-def time_on_host(row: Recorder, hpml: Hpml, fn: Callable[..., Any], *args: Any,
-                 name: str = "time") -> Timing:
-    """Wall-clock timing of a host-synchronous call, recorded in `row` (lower is better).
-
-    hpml.time follows the test's device (CUDA events on a GPU test); the CPU baselines and the
-    whole GPU programs finish on the host, so they are timed with the host clock instead.
-    """
-    timing = measure(fn, args, clock=CpuClock(), config=hpml.timing_config)
-    metric = row.record(name, timing.median, unit="s", better="lower",
-                        samples=list(timing.samples))
-    metric.iqr = timing.iqr
-    return timing
-
-
 def record_pct_copy_bandwidth(row: Recorder, bandwidth: float, copy_bandwidth: float) -> None:
     """Achieved bandwidth as a % of the device's measured copy ceiling, and the ceiling itself
-    (informational), so that the % can be traced to the figure it divides by."""
-    row.record("copy_bandwidth", copy_bandwidth, unit="B/s",
-               note="copy_bandwidth: the plugin's measured copy ceiling (read + write)")
+    (a setting of the row), so that the % can be traced to the figure it divides by."""
+    row.setting("copy_bandwidth", copy_bandwidth, unit="B/s",
+                note="copy_bandwidth: the plugin's measured copy ceiling (read + write)")
     row.record("pct_copy_bandwidth", 100 * bandwidth / copy_bandwidth, unit="%", better="higher")
 
 
@@ -85,7 +69,8 @@ def record_cpu_adds(hpml: Hpml, x: torch.Tensor, y: torch.Tensor, cpu_sum: torch
             add(x, y, out)
             # The C++ loop is checked against torch's own sum, torch against the C++ loop.
             row.check_close(out, x + y if label == "C++ loop" else cpu_sum, rtol=0, atol=0)
-            timing = timings[label] = time_on_host(row, hpml, add, x, y, out)
+            # Host work, timed on the host's clock even in a GPU test.
+            timing = timings[label] = row.time(add, x, y, out, clock="host")
             bandwidth = row.record_bandwidth("bandwidth", stream_bytes(n), timing).value
             if copy_bandwidth:
                 record_pct_copy_bandwidth(row, bandwidth, copy_bandwidth)

@@ -35,7 +35,6 @@ def test_launch_grids_are_the_labs_three_scenarios(n):
     # (c): enough 256-lane programs to give every element its own lane.
     (programs,) = CONFIGS["c"].grid(n)
     assert programs * 256 >= n > (programs - 1) * 256
-    assert CONFIGS["b"].num_warps * 32 == 256  # 256 lanes = 8 warps of 32
 
 
 def test_unknown_configuration_names_the_known_ones():

@@ -1,0 +1,144 @@
+"""Baselines and verdicts in a run: --hpml-compare fails the tests whose metrics regressed,
+--hpml-save-baseline stores the run's measurements (a pytest plugin module).
+
+The baseline file is read before any test runs, for a comparison and for a save alike: a
+damaged file stops the run at once, naming the file, instead of after hours of GPU work.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+
+from pytest_hpml import baselines, verdicts
+from pytest_hpml.fingerprint import fingerprint, machine_key, software_changes
+from pytest_hpml.results import Record
+from pytest_hpml.session import HpmlRun, fixture_of, is_controller, run_of
+
+
+class Comparison:
+    """This run's baseline options and the baseline file, read once."""
+
+    def __init__(self, config: pytest.Config, run: HpmlRun) -> None:
+        opt = config.option
+        self.run = run
+        self.compare: bool = opt.hpml_compare
+        self.save: bool = opt.hpml_save_baseline
+        self.tolerance: float = opt.hpml_tolerance
+        self.alpha: float = opt.hpml_alpha
+        self.directory = Path(opt.hpml_baselines or Path(config.rootpath, "baselines"))
+        self.machine = machine_key(fingerprint())
+        self.path = baselines.baseline_path(self.directory, self.machine, run.profile)
+        self.baseline: baselines.Baseline | None = None
+
+    def open(self) -> None:
+        """Check the folder and read the file; raises pytest.UsageError naming what is wrong."""
+        if self.directory.exists() and not self.directory.is_dir():
+            raise pytest.UsageError(f"--hpml-baselines={self.directory} is a file; the option "
+                                    "takes a folder (baseline files are named by machine and "
+                                    "profile inside it)")
+        try:
+            found = baselines.load(self.path)
+        except baselines.BaselineError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if found is None:
+            if self.compare:
+                self.run.say_once(
+                    f"--hpml-compare: no baseline for this machine ({self.machine}) and profile "
+                    f"{self.run.profile!r} at {self.path}; every metric is 'new'. Record one "
+                    "with --hpml-save-baseline.")
+        elif machine_key(found.fingerprint) != self.machine:
+            self.run.say_once(f"--hpml-compare: {found.path} was recorded on "
+                              f"{machine_key(found.fingerprint)!r}, not on this machine "
+                              f"({self.machine!r}): not compared.")
+            found = None
+        else:
+            changes = software_changes(found.fingerprint, fingerprint())
+            if changes and self.compare:
+                self.run.say_once("--hpml-compare: software changed since the baseline: "
+                                  + "; ".join(changes))
+        self.baseline = found
+
+    def judge(self, records: list[Record]) -> list[str]:
+        """Fill verdicts in place; returns one line per metric that fails the comparison."""
+        lines = []
+        for record in records:
+            old = self.baseline.metrics_for(record.id) if self.baseline else {}
+            record.metrics.extend(verdicts.compare_record(record, old, self.tolerance,
+                                                          self.alpha))
+            lines += verdicts.failures(record, self.tolerance)
+        return lines
+
+    def write(self) -> list[Path]:
+        records = self.run.records
+        passed = [r for r in records if r.id not in self.run.failed_ids]
+        if len(passed) < len(records):
+            self.run.say_once(f"--hpml-save-baseline: {len(records) - len(passed)} row(s) of "
+                              "failed tests not saved; their previous baseline entries are kept.")
+        if not passed:
+            return []
+        return [baselines.save(self.path, fingerprint(), self.run.profile, passed)]
+
+
+COMPARISON_KEY = pytest.StashKey[Comparison]()
+
+
+def fraction(text: str) -> float:
+    """An argparse type: a fraction in [0, 10), with a message that says so."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number; give a fraction such as 0.1 for 10 %") from None
+    if not 0 <= value < 10:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range; give a fraction such as 0.1")
+    return value
+
+
+# -- pytest hooks -------------------------------------------------------------------------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
+    group.addoption("--hpml-compare", action="store_true",
+                    help="compare with this machine's baseline; fail tests whose metrics regressed")
+    group.addoption("--hpml-save-baseline", action="store_true",
+                    help="merge this run's results into this machine's baseline file")
+    group.addoption("--hpml-baselines", metavar="DIR", default=None,
+                    help="folder of baseline files (default: <rootdir>/baselines)")
+    group.addoption("--hpml-tolerance", type=fraction, default=verdicts.DEFAULT_TOLERANCE,
+                    metavar="FRACTION", help="default relative change before a metric counts as "
+                    f"changed ({verdicts.DEFAULT_TOLERANCE})")
+    group.addoption("--hpml-alpha", type=fraction, default=verdicts.DEFAULT_ALPHA, metavar="P",
+                    help=f"significance level of the Mann-Whitney U test "
+                         f"({verdicts.DEFAULT_ALPHA})")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    comparison = config.stash[COMPARISON_KEY] = Comparison(config, run_of(config))
+    if (comparison.compare or comparison.save) and is_controller(config):
+        comparison.open()
+        if comparison.save:
+            from pytest_hpml.reporting import add_output
+
+            add_output(config, "baseline", comparison.path, comparison.write)
+    elif comparison.compare:
+        comparison.open()  # workers compare too, against the file the controller checked
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator:
+    report = yield
+    comparison = item.config.stash[COMPARISON_KEY]
+    fixture = fixture_of(item)
+    if call.when != "call" or fixture is None or not comparison.compare:
+        return report
+    failing = comparison.judge(fixture.records())
+    if failing and report.passed:
+        report.outcome = "failed"
+        report.longrepr = "hpml: failed the comparison with the baseline:\n  " + "\n  ".join(
+            failing)
+    return report
+

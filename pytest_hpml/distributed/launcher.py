@@ -1,0 +1,230 @@
+"""The parent's side of a launched run: start the ranks, gather their results, and end every
+rank when one fails or the run hangs; under torchrun, join the job instead."""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing.connection as mp_connection
+import os
+import queue
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from pytest_hpml.distributed.limits import (
+    DEFAULT_TIMEOUT,
+    POLL_INTERVAL,
+    SILENT_DEATH_WAIT,
+    TERMINATE_GRACE,
+    DistributedError,
+    DistributedTimeout,
+    choose_backend,
+    under_torchrun,
+    validate_world_size,
+    wants_cuda,
+)
+from pytest_hpml.distributed.rank import (
+    check_picklable,
+    deserialize,
+    rank_main,
+    start_context,
+    to_cpu,
+)
+
+
+def _end_ranks(processes: list[Any]) -> None:
+    """Terminate every rank still alive (and what it started), then kill the stubborn ones."""
+    for process in processes:
+        if process.is_alive():
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                process.terminate()
+    deadline = time.monotonic() + TERMINATE_GRACE
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                process.kill()
+            process.join(TERMINATE_GRACE)
+        else:
+            # The rank is gone; anything left in its process group is an orphan of this run.
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _drain(results: Any, wait: float) -> list[tuple]:
+    messages = []
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            messages.append(results.get(timeout=max(0.0, deadline - time.monotonic())))
+        except queue.Empty:
+            return messages
+
+
+def _rank_failure(message: tuple, others: list[tuple]) -> DistributedError:
+    _, rank, summary, rank_traceback = message
+    other_lines = [f"rank {m[1]}: {m[2]}" for m in others if m[0] == "error"]
+    text = f"rank {rank} raised {summary}\n\n--- traceback of rank {rank} ---\n{rank_traceback}"
+    if other_lines:
+        text += "\nother ranks failed after it:\n  " + "\n  ".join(other_lines)
+    return DistributedError(text, rank=rank, rank_traceback=rank_traceback, others=other_lines)
+
+
+def _first_failure(message: tuple, processes: list[Any], lifelines: list[Any],
+                   finished: dict[int, Any], results: Any) -> DistributedError:
+    """End every rank and build the error for the rank that failed first.
+
+    A rank that died without reporting (os._exit, a signal) makes its peers raise connection
+    errors, and those reach the parent first; the silent death is the cause worth naming. Its
+    lifeline (a pipe only that rank writes to) reads EOF from the moment it exited, before any
+    peer can notice, while its exit code may take a while to come back through the forkserver.
+    """
+    others = _drain(results, 0.2)
+    reported = {message[1]} | {m[1] for m in others}
+    # A short wait, not a glance: on a loaded machine the dead rank's pipe may close a moment
+    # after its peer's report arrives. Only the error path pays for it.
+    unreported = [lifelines[rank] for rank in range(len(lifelines))
+                  if rank not in finished and rank not in reported]
+    closed = set(mp_connection.wait(unreported, timeout=SILENT_DEATH_WAIT)) if unreported else set()
+    silent = [rank for rank, lifeline in enumerate(lifelines) if lifeline in closed]
+    if silent:
+        processes[silent[0]].join(TERMINATE_GRACE)
+        exitcode = processes[silent[0]].exitcode
+    _end_ranks(processes)
+    if silent:
+        rank = silent[0]
+        return DistributedError(
+            f"rank {rank} died with exit code {exitcode} without reporting a result (killed by "
+            f"a signal, out of memory, or os._exit?); then rank {message[1]} raised "
+            f"{message[2]}\n\n--- traceback of rank {message[1]} ---\n{message[3]}",
+            rank=rank, others=[f"rank {message[1]}: {message[2]}"])
+    return _rank_failure(message, others)
+
+
+def _run_under_torchrun(fn: Callable[..., Any], world_size: int, backend: str | None,
+                        device: str | None, timeout: float, args: tuple, kwargs: dict) -> list:
+    env_world = int(os.environ["WORLD_SIZE"])
+    if world_size != env_world:
+        raise DistributedError(
+            f"this process is a torchrun rank of a {env_world}-rank job and cannot run "
+            f"{world_size} ranks; start torchrun with --nproc_per_node {world_size}"
+        )
+    owns_group = not dist.is_initialized()
+    if owns_group:
+        if wants_cuda(device):
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend or choose_backend(world_size, device),
+                                timeout=datetime.timedelta(seconds=timeout))
+    try:
+        result = fn(dist.get_rank(), world_size, *args, **kwargs)
+        gathered: list[Any] = [None] * world_size
+        dist.all_gather_object(gathered, to_cpu(result))
+        return gathered
+    finally:
+        if owns_group:
+            dist.destroy_process_group()
+
+
+def run_distributed(fn: Callable[..., Any], world_size: int, *args: Any,
+                    backend: str | None = None, device: str | torch.device | None = None,
+                    timeout: float = DEFAULT_TIMEOUT, **kwargs: Any) -> list[Any]:
+    """Run ``fn(rank, world_size, *args, **kwargs)`` on ``world_size`` ranks; return the results
+    in rank order, with tensors on the CPU.
+
+    backend: "gloo" or "nccl"; by default nccl when ``device`` is CUDA and there is a GPU per rank.
+    device: where the ranks compute ("cpu" or "cuda"); a CUDA run pins rank r to GPU r.
+    timeout: seconds for the whole run (and for each collective inside it).
+    """
+    device_name = None if device is None else str(torch.device(device))
+    backend = backend or choose_backend(world_size, device_name)
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive seconds, got {timeout}")
+    if under_torchrun():
+        return _run_under_torchrun(fn, world_size, backend, device_name, timeout, args, kwargs)
+    validate_world_size(world_size, backend)
+    check_picklable(fn)
+
+    context = start_context()
+    results = context.Queue()
+    # The parent holds the rendezvous store: the OS picks a free port and it stays taken.
+    store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True,
+                          timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
+    processes, lifelines = [], []
+    finished: dict[int, Any] = {}
+    try:
+        for rank in range(world_size):
+            lifeline, rank_end = context.Pipe(duplex=False)
+            process = context.Process(
+                target=rank_main,
+                args=(rank, world_size, backend, store.port, timeout, device_name, os.getpid(),
+                      results, rank_end, fn, args, kwargs),
+                name=f"hpml-rank-{rank}", daemon=True,
+            )
+            process.start()
+            rank_end.close()  # only the rank holds it now: EOF here means the rank has exited
+            processes.append(process)
+            lifelines.append(lifeline)
+        deadline = time.monotonic() + timeout
+        while len(finished) < world_size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                unfinished = [r for r in range(world_size) if r not in finished]
+                _end_ranks(processes)
+                raise DistributedTimeout(
+                    f"distributed run timed out after {timeout:g} s; ranks {unfinished} of "
+                    f"{world_size} had not finished (a hang: a collective that some rank never "
+                    "joined?). Every rank was killed.", unfinished)
+            try:
+                message = results.get(timeout=min(POLL_INTERVAL, remaining))
+            except queue.Empty:
+                message = None
+            if message is not None:
+                if message[0] == "error":
+                    raise _first_failure(message, processes, lifelines, finished, results)
+                finished[message[1]] = deserialize(message[2])
+                continue
+            for rank, process in enumerate(processes):
+                if rank in finished or process.is_alive():
+                    continue
+                # Dead without a result: maybe its message is still in the pipe; give it a moment.
+                late = _drain(results, 0.5)
+                errors = [m for m in late if m[0] == "error"]
+                for m in late:
+                    if m[0] != "error":
+                        finished[m[1]] = deserialize(m[2])
+                own_error = [m for m in errors if m[1] == rank]
+                if own_error or (errors and rank in finished):
+                    first = own_error[0] if own_error else errors[0]
+                    _end_ranks(processes)
+                    raise _rank_failure(first, [m for m in errors if m is not first])
+                if rank not in finished:
+                    # The silent death is the cause; peers' connection errors are its echo.
+                    _end_ranks(processes)
+                    echoes = [f"rank {m[1]}: {m[2]}" for m in errors]
+                    raise DistributedError(
+                        f"rank {rank} died with exit code {process.exitcode} without reporting a "
+                        "result (killed by a signal, out of memory, or os._exit?)"
+                        + ("; then " + "; ".join(echoes) if echoes else ""),
+                        rank=rank, others=echoes)
+        # Every rank reported; let them exit on their own before anything is terminated.
+        for process in processes:
+            process.join(TERMINATE_GRACE)
+    finally:
+        _end_ranks(processes)
+        for lifeline in lifelines:
+            lifeline.close()
+        results.close()
+        results.join_thread()
+        del store
+    return [finished[rank] for rank in range(world_size)]

@@ -1,0 +1,99 @@
+"""What a distributed run may ask for here: the backend, the world size, each rank's device,
+and the errors a run ends with. Checked before any process starts."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+DEFAULT_TIMEOUT = 180.0
+BACKENDS = ("gloo", "nccl")
+# Oversubscribing CPU cores with gloo ranks still works (they just take turns), but far beyond the
+# core count it only measures the scheduler; refuse before starting anything.
+GLOO_RANKS_PER_CORE = 4
+# How long a terminated rank gets to exit before it is killed outright.
+TERMINATE_GRACE = 2.0
+# How long the error path waits for a rank that died without a word to show its closed pipe.
+SILENT_DEATH_WAIT = 1.0
+# How often the parent looks for dead ranks while waiting for results.
+POLL_INTERVAL = 0.05
+# Collectives inside the ranks time out a little after the run itself, so that a hang is reported
+# by the parent as a hang (naming the stuck ranks), not as a timeout error of some waiting peer.
+COLLECTIVE_TIMEOUT_MARGIN = 30.0
+
+
+class DistributedError(RuntimeError):
+    """A rank failed: it raised, or it died without reporting (killed, crashed, exit code)."""
+
+    def __init__(self, message: str, rank: int | None = None, rank_traceback: str = "",
+                 others: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.rank_traceback = rank_traceback
+        self.others = others or []
+
+
+class DistributedTimeout(DistributedError):
+    """The run did not finish in time; ``unfinished`` lists the ranks still running."""
+
+    def __init__(self, message: str, unfinished: list[int]) -> None:
+        super().__init__(message)
+        self.unfinished = unfinished
+
+
+def under_torchrun() -> bool:
+    """True when this process is one rank of a job started by torchrun (or any env:// launcher)."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def wants_cuda(device: str | torch.device | None) -> bool:
+    return device is not None and torch.device(device).type == "cuda"
+
+
+def choose_backend(world_size: int, device: str | torch.device | None = None) -> str:
+    """nccl when the ranks compute on CUDA and each can have its own GPU, gloo otherwise."""
+    if wants_cuda(device) and torch.cuda.is_available() and (
+        torch.cuda.device_count() >= world_size and dist.is_nccl_available()
+    ):
+        return "nccl"
+    return "gloo"
+
+
+def max_world_size(backend: str) -> int:
+    """The most ranks this machine can run with ``backend``."""
+    if backend == "nccl":
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return GLOO_RANKS_PER_CORE * (os.cpu_count() or 1)
+
+
+def validate_world_size(world_size: int, backend: str) -> None:
+    """Raise ValueError, before any process starts, when ``world_size`` cannot run here."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise ValueError(f"world_size must be an int, got {world_size!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    if backend == "nccl" and not dist.is_nccl_available():
+        raise ValueError("backend 'nccl' is not available in this torch build; use backend='gloo'")
+    limit = max_world_size(backend)
+    if world_size > limit:
+        if backend == "nccl":
+            hint = (f"nccl needs one GPU per rank and {limit} GPU(s) are visible; use at most "
+                    f"{limit} ranks or backend='gloo'")
+        else:
+            hint = (f"gloo allows at most {GLOO_RANKS_PER_CORE} ranks per CPU core "
+                    f"({os.cpu_count()} cores here); use at most {limit} ranks")
+        raise ValueError(f"cannot run {world_size} ranks on this machine: {hint}")
+
+
+def rank_device(device: str | torch.device | None = None) -> torch.device:
+    """The device this rank computes on: its own GPU for a CUDA run (set by the launcher or by
+    LOCAL_RANK under torchrun), the CPU otherwise."""
+    if wants_cuda(device):
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+

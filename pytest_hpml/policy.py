@@ -1,0 +1,112 @@
+"""The timing policy of a run and of each test: command-line options and @pytest.mark.hpml
+(a pytest plugin module). Defaults live in TimingConfig; this module only overrides them.
+
+    @pytest.mark.hpml(min_samples=3, max_time=2.0, warmup=1, cold_l2=False, target_rse=0.01,
+                      tolerance=0.2, expect_missing=["time"])
+
+A malformed marker is a usage error at collection that names the test and says what to write.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any
+
+import pytest
+
+from pytest_hpml.timing import TimingConfig
+
+TIMING_OPTIONS = tuple(f.name for f in fields(TimingConfig)
+                       if f.name not in ("min_sample_time", "max_samples"))
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_names(v: Any) -> bool:
+    return (isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)) or v == "*"
+
+
+#: Every option of @pytest.mark.hpml: (check, what to write).
+MARKER_OPTIONS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "min_samples": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                    "an int >= 1, e.g. min_samples=5"),
+    "max_time": (lambda v: _is_number(v) and v > 0, "seconds > 0, e.g. max_time=2.0"),
+    "target_rse": (lambda v: _is_number(v) and v > 0, "a fraction > 0, e.g. target_rse=0.01"),
+    "warmup": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+               "an int >= 1 (the first call is never a sample), e.g. warmup=2"),
+    "cold_l2": (lambda v: isinstance(v, bool), "True or False"),
+    "tolerance": (lambda v: _is_number(v) and v >= 0, "a fraction >= 0, e.g. tolerance=0.2"),
+    "expect_missing": (_is_names, "a list of metric names, or '*', e.g. "
+                                  "expect_missing=['time']"),
+}
+
+
+def marker_options(item: pytest.Item) -> dict[str, Any]:
+    """The merged @pytest.mark.hpml options of a test (closest marker wins), validated."""
+    merged: dict[str, Any] = {}
+    for marker in reversed(list(item.iter_markers("hpml"))):
+        if marker.args:
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.hpml takes keyword options only, got "
+                f"{marker.args!r}; write e.g. @pytest.mark.hpml(min_samples=3)")
+        for key, value in marker.kwargs.items():
+            if key not in MARKER_OPTIONS:
+                raise pytest.UsageError(
+                    f"{item.nodeid}: unknown @pytest.mark.hpml option {key!r}; known: "
+                    f"{', '.join(MARKER_OPTIONS)}")
+            check, what = MARKER_OPTIONS[key]
+            if not check(value):
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.hpml({key}={value!r}): "
+                                        f"{key} takes {what}")
+            merged[key] = value
+    return merged
+
+
+def timing_config(item: pytest.Item, profile: str) -> TimingConfig:
+    """The run's policy (profile defaults, command line) with this test's marker on top."""
+    opt = item.config.option
+    run_wide = dict(max_time=opt.hpml_max_time, min_samples=opt.hpml_min_samples,
+                    target_rse=opt.hpml_target_rse)
+    test_wide = {k: v for k, v in marker_options(item).items() if k in TIMING_OPTIONS}
+    return TimingConfig.for_profile(profile, **{**run_wide, **test_wide})
+
+
+def positive(kind: type) -> Callable[[str], Any]:
+    """An argparse type: a number of `kind` > 0, with a message that says so."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+        return value
+    return parse
+
+
+# -- pytest hooks -------------------------------------------------------------------------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
+    defaults = TimingConfig()
+    group.addoption("--hpml-max-time", type=positive(float), default=None, metavar="SECONDS",
+                    help="cap on the sampling time of one timing (default 3 s full, 0.5 s quick)")
+    group.addoption("--hpml-min-samples", type=positive(int), default=None, metavar="N",
+                    help=f"minimum samples per timing ({defaults.min_samples})")
+    group.addoption("--hpml-target-rse", type=positive(float), default=None, metavar="FRACTION",
+                    help="stop sampling at this relative standard error of the mean "
+                         f"({defaults.target_rse})")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "hpml(**options): timing and comparison options for this "
+                            f"test: {', '.join(MARKER_OPTIONS)}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        marker_options(item)  # a malformed marker stops the run before any test, naming it

@@ -1,0 +1,207 @@
+"""The end of a run: tables in the terminal, report files, dashboard exports and charts (a
+pytest plugin module). Only the controller writes.
+
+Every output is written on its own: one that fails (a read-only folder, a path that is a
+folder, a damaged baseline) is one line, "hpml: cannot write PATH: reason", and the others
+are still written. When tests passed but an output failed, the exit status is OUTPUTS_FAILED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_hpml.report.files import REPORT_SUFFIXES
+from pytest_hpml.session import is_controller, run_of
+
+#: Exit status of a run whose tests passed but whose outputs could not all be written.
+OUTPUTS_FAILED = 6
+
+
+@dataclass
+class Output:
+    label: str
+    path: Path
+    write: Callable[[], list[Path]]
+
+
+OUTPUTS_KEY = pytest.StashKey[list[Output]]()
+
+
+def add_output(config: pytest.Config, label: str, path: Path,
+               write: Callable[[], list[Path]]) -> None:
+    """Register a file the controller writes at the end of the run."""
+    config.stash.setdefault(OUTPUTS_KEY, []).append(Output(label, Path(path), write))
+
+
+def report_path(text: str) -> str:
+    if text and not text.lower().endswith(REPORT_SUFFIXES):
+        # Also catches `--hpml-report tests/`, where argparse took a path to run as the value.
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the report file must end in .md, .json or .csv "
+            "(write --hpml-report=PATH, or put --hpml-report after the paths to run)")
+    return text
+
+
+def writable_problem(path: Path, folder: bool = False) -> str | None:
+    """Why `path` (a file, or a folder with folder=True) cannot be written, or None."""
+    path = Path(path)
+    if folder:
+        if path.exists() and not path.is_dir():
+            return "it is a file, and the option takes a folder"
+        existing = path
+    else:
+        if path.is_dir():
+            return "it is a folder, and the option takes a file name"
+        if path.exists() and not os.access(path, os.W_OK):
+            return "Permission denied"
+        existing = path.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"Permission denied ({existing})"
+    return None
+
+
+def plot_path(config: pytest.Config, filename: str) -> Path | None:
+    """Where a test writes a chart of its own; None without --hpml-plots or matplotlib."""
+    from pytest_hpml.report.plots import matplotlib_available
+
+    directory = config.option.hpml_plots
+    if not directory:
+        return None
+    if not matplotlib_available():
+        say_no_matplotlib(config)
+        return None
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    return Path(directory) / filename
+
+
+def say_no_matplotlib(config: pytest.Config) -> None:
+    run_of(config).say_once("--hpml-plots: matplotlib is not installed, so no charts are drawn "
+                            "(pip install 'pytest-hpml[plots]').")
+
+
+def _register_outputs(config: pytest.Config) -> None:
+    from pytest_hpml.fingerprint import fingerprint
+
+    opt = config.option
+    run = run_of(config)
+    if opt.hpml_report:
+        from pytest_hpml.report.files import write_report
+
+        path = Path(opt.hpml_report)
+        add_output(config, "report", path, lambda: [write_report(
+            path, run.records, fingerprint(), run.profile, opt.hpml_compare)])
+    if opt.hpml_export_benchmark_action:
+        from pytest_hpml.report.exports import write_benchmark_action
+
+        path = Path(opt.hpml_export_benchmark_action)
+        add_output(config, "github-action-benchmark", path,
+                   lambda: write_benchmark_action(path, run.records, run.say_once))
+    if opt.hpml_export_bencher:
+        from pytest_hpml.report.exports import write_bencher
+
+        path = Path(opt.hpml_export_bencher)
+        add_output(config, "bencher", path,
+                   lambda: [write_bencher(path, run.records, run.say_once)])
+    if opt.hpml_plots:
+        path = Path(opt.hpml_plots)
+
+        def draw() -> list[Path]:
+            from pytest_hpml.report.plots import draw_all, matplotlib_available
+
+            if not run.records:
+                return []
+            if not matplotlib_available():
+                say_no_matplotlib(config)
+                return []
+            return draw_all(path, run.records)
+
+        add_output(config, "plots", path, draw)
+
+
+# -- pytest hooks -------------------------------------------------------------------------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
+    group.addoption("--hpml-report", nargs="?", const="", default=None, type=report_path,
+                    metavar="PATH", help="print one table per experiment at the end; with "
+                    "=PATH also write it as Markdown, JSON or CSV (by extension)")
+    group.addoption("--hpml-export-benchmark-action", metavar="PATH", default=None,
+                    help="write github-action-benchmark custom JSON (PATH: smaller is better; "
+                         "PATH-bigger.json: bigger is better)")
+    group.addoption("--hpml-export-bencher", metavar="PATH", default=None,
+                    help="write Bencher Metric Format JSON")
+    group.addoption("--hpml-plots", metavar="DIR", default=None,
+                    help="write PNG charts to DIR (needs matplotlib)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "hpml_pivot(index, columns, metrics, split): show this "
+                            "experiment as pivot tables")
+    config.addinivalue_line("markers", "hpml_plot(filename, x, y, series, where, kind): draw a "
+                            "chart of this experiment")
+    if not is_controller(config):
+        return
+    opt = config.option
+    # Paths that cannot be written are said before the tests run, not after them.
+    for option, value, folder in (("--hpml-report", opt.hpml_report, False),
+                                  ("--hpml-export-benchmark-action",
+                                   opt.hpml_export_benchmark_action, False),
+                                  ("--hpml-export-bencher", opt.hpml_export_bencher, False),
+                                  ("--hpml-plots", opt.hpml_plots, True)):
+        if value:
+            problem = writable_problem(Path(value), folder=folder)
+            if problem:
+                raise pytest.UsageError(f"{option}={value}: cannot write there: {problem}")
+    _register_outputs(config)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if not is_controller(config):
+        return
+    from pytest_hpml.report.tables import in_report_order
+
+    run = run_of(config)
+    # Files list rows as the tables do, not in the order xdist workers happened to finish.
+    run.records = in_report_order(run.records)
+    failed = False
+    for output in config.stash.get(OUTPUTS_KEY, []):
+        try:
+            run.written += [str(p) for p in output.write()]
+        except KeyboardInterrupt:
+            run.say_once(f"cannot write {output.path}: interrupted (Ctrl-C); the {output.label} "
+                         "was not written and any previous file is intact")
+            failed = True
+        except Exception as exc:  # noqa: BLE001 - every output is independent of the others
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            where = getattr(exc, "filename", None) or output.path
+            run.say_once(f"cannot write {where}: {reason}")
+            failed = True
+    if failed and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = OUTPUTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if not is_controller(config):
+        return
+    run = run_of(config)
+    tr = terminalreporter
+    if config.option.hpml_report is not None and run.records:
+        from pytest_hpml.report.tables import build_tables, render
+
+        tr.write_sep("=", f"hpml report (profile {run.profile})")
+        tr.write(render(build_tables(run.records, config.option.hpml_compare)))
+    for message in run.messages:
+        tr.write_line(f"hpml: {message}")
+    for path in run.written:
+        tr.write_line(f"hpml: wrote {path}")
