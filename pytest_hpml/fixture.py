@@ -16,6 +16,7 @@ import pytest
 
 from pytest_hpml import devices
 from pytest_hpml.policy import marker_options, timing_config
+from pytest_hpml.report.plots import CHART_KINDS
 from pytest_hpml.results import Better, Metric, Record
 from pytest_hpml.stats import summarize
 from pytest_hpml.timing import ClockKind, Timing, TimingConfig, clock_for, measure
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
     from pytest_hpml.ceilings import Ceilings
     from pytest_hpml.session import HpmlRun
+    from pytest_hpml.utilization import UtilizationSampler
 
 
 class OutOfMemory:
@@ -184,6 +186,41 @@ class Recorder:
                     tolerance=0.0, note=found.message or None)
 
 
+    @contextlib.contextmanager
+    def sample_utilization(self, interval: float = 0.5) -> Iterator[UtilizationSampler]:
+        """Sample device utilization in the background while the block runs.
+
+        On a CUDA test: GPU core and memory utilization (%), memory used (B) and SM clock (Hz)
+        through nvidia-ml-py, and this process tree's CPU utilization (% of all cores); on a
+        CPU test the CPU utilization only. When the block ends (exceptions included) the
+        sampler stops and each series is recorded as a metric: its mean, with the series as
+        samples (chart it with @pytest.mark.hpml_plot(..., kind="timeseries", y=[...])), and
+        the interval as the setting sample_interval.
+        """
+        from pytest_hpml.utilization import NvmlSource, ProcessCpuSource, UtilizationSampler
+
+        sources: list[Any] = [ProcessCpuSource()]
+        if self._owner.device.type == "cuda":  # pragma: no cover - needs a GPU
+            nvml = NvmlSource.for_device(self._owner.device)
+            if nvml is None:
+                self._record.warnings.append("utilization: nvidia-ml-py is not installed (or "
+                                             "NVML did not start): GPU utilization not sampled")
+            else:
+                sources.insert(0, nvml)
+        sampler = UtilizationSampler(sources, interval)
+        try:
+            with sampler:
+                yield sampler
+        finally:
+            self.setting("sample_interval", interval, unit="s")
+            for name, values in sampler.values.items():
+                if values:
+                    self.record(name, sampler.mean(name), unit=sampler.units[name],
+                                samples=list(values))
+            for error in sampler.errors:
+                self._record.warnings.append(f"utilization: {error}")
+
+
 class Hpml(Recorder):
     """The `hpml` fixture: the recording API of the test's own row, and the test's context."""
 
@@ -320,6 +357,10 @@ def _views(item: pytest.Item) -> dict[str, Any]:
         if not marker.args:
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.hpml_plot needs a file name, "
                                     "e.g. hpml_plot('times.png', x='k', y='time')")
+        kind = marker.kwargs.get("kind", "line")
+        if kind not in CHART_KINDS:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.hpml_plot(kind={kind!r}): "
+                                    f"kind is one of {', '.join(CHART_KINDS)}")
         plots.append({"filename": marker.args[0], **marker.kwargs})
     if plots:
         views["plots"] = plots

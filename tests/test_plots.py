@@ -32,6 +32,14 @@ EXPERIMENT = """
         hpml.record("achieved", 1e11 if model == "small" else 8e11, unit="FLOP/s")
         hpml.record("peak", 1e12, unit="FLOP/s")
         hpml.record("bw", 1e11, unit="B/s")
+
+    @pytest.mark.hpml_plot("utilization.png", kind="timeseries", y=["gpu_util", "mem_util"],
+                           series="run")
+    @pytest.mark.parametrize("run", ["before", "after"])
+    def test_series(hpml, run):
+        hpml.setting("sample_interval", 0.5, unit="s")
+        hpml.record("gpu_util", 60.0, unit="%", samples=[50.0, 60.0, 70.0])
+        hpml.record("mem_util", 20.0, unit="%", samples=[10.0, 20.0, 30.0])
 """
 
 
@@ -39,11 +47,11 @@ def test_plots_are_written(pytester: pytest.Pytester) -> None:
     pytest.importorskip("matplotlib")
     pytester.makepyfile(test_charts=EXPERIMENT)
     result = pytester.runpytest(*FAST, "--hpml-plots=charts")
-    result.assert_outcomes(passed=8)
+    result.assert_outcomes(passed=10)
     charts = pytester.path / "charts"
     written = sorted(p.name for p in charts.iterdir())
     # No rows match the `where` of nothing.png, so it is not drawn; per-test.png is the tests'.
-    assert written == ["explicit.png", "roofline.png", "times.png"]
+    assert written == ["explicit.png", "roofline.png", "times.png", "utilization.png"]
     for name in written:
         data = Path(charts, name).read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 1000
@@ -73,3 +81,18 @@ def test_hpml_plot_needs_a_file_name(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(*FAST)
     assert result.ret != 0
     assert "hpml_plot needs a file name" in result.stdout.str()
+
+
+def test_an_unknown_chart_kind_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.hpml_plot("x.png", kind="pie", x="k", y="time")
+        def test_x(hpml):
+            hpml.record("time", 1.0)
+        """
+    )
+    result = pytester.runpytest(*FAST)
+    assert result.ret != 0
+    assert "kind is one of line, roofline, timeseries" in result.stdout.str()

@@ -115,6 +115,40 @@ def roofline_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> P
     return path
 
 
+def timeseries_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path | None:
+    """Each row's series (a metric's samples, one per sample_interval) against time."""
+    names = spec["y"] if isinstance(spec["y"], (list, tuple)) else [spec["y"]]
+    series_key = spec.get("series")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.2, 4.0))
+    drawn = False
+    for r in _selected(records, spec):
+        interval = _value(r, spec.get("interval", "sample_interval")) or 1.0
+        for name in names:
+            m = r.metric(name)
+            if m is None or not m.samples:
+                continue
+            label = name if series_key is None else f"{r.params.get(series_key)} {name}"
+            ax.plot([interval * (i + 1) for i in range(len(m.samples))], m.samples, label=label)
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel(spec.get("xlabel", "time [s]"))
+    ax.set_ylabel(spec.get("ylabel", ", ".join(names)))
+    ax.set_title(spec.get("title", ""))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+CHARTS = {"line": line_chart, "roofline": roofline_chart, "timeseries": timeseries_chart}
+CHART_KINDS = tuple(CHARTS)
+
+
 def draw_all(directory: Path, records: list[Record]) -> list[Path]:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -122,8 +156,7 @@ def draw_all(directory: Path, records: list[Record]) -> list[Path]:
     for group in group_by_experiment(records).values():
         specs = _unique_specs(r.views.get("plots", []) for r in group)
         for spec in specs:
-            draw = roofline_chart if spec.get("kind") == "roofline" else line_chart
-            out = draw(directory / spec["filename"], group, spec)
+            out = CHARTS[spec.get("kind", "line")](directory / spec["filename"], group, spec)
             if out:
                 written.append(out)
     return written
