@@ -1,26 +1,43 @@
-"""The baseline store: one JSON file per machine key and size profile.
+"""The baseline store: one JSON file per machine key and size profile, holding for every
+measured metric its latest run (value and samples) and the medians of its last runs (history),
+so that the run-to-run spread of each metric on this machine is known.
 
-Writes are atomic (temporary file, then
-rename), so an interrupted save leaves the previous file intact. A file that cannot be read
-is an error naming it, and is never overwritten.
+Saving is safe against everything that happens to CI runners:
+- concurrent saves (two jobs, two shells) merge under an exclusive lock: the file is re-read
+  and merged just before the atomic rename, so no run's rows are lost;
+- an interrupted save (Ctrl-C, SIGKILL, a full disk) leaves the previous file intact, and the
+  orphaned temporary of a killed save is removed by the next save;
+- a file that cannot be read is an error naming it, and is never overwritten;
+- the file keeps its mode (or gets the umask's for a new file).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_hpml.fingerprint import machine_key
-from pytest_hpml.results import Metric, Record
+from pytest_hpml.results import Metric, Record, json_safe
 
-SCHEMA = "pytest-hpml/baseline/1"
+SCHEMA = "pytest-hpml/baseline/2"
+#: Files written before the history was kept: still read, as one run each.
+OLD_SCHEMAS = ("pytest-hpml/baseline/1",)
+#: Runs of history kept per metric (the last ones); --hpml-baseline-runs changes it.
+DEFAULT_KEEP = 10
 #: Fields a comparison fills in; never stored.
 COMPARISON_FIELDS = ("baseline", "change", "verdict", "p_value", "basis")
+
+try:  # POSIX file locks; elsewhere saves are atomic but not serialized
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 
 class BaselineError(Exception):
@@ -41,8 +58,53 @@ class Baseline:
         return {m["name"]: Metric.from_dict(m) for m in data.get("metrics", [])}
 
 
+@dataclass
+class SaveResult:
+    path: Path
+    skipped: list[str] = field(default_factory=list)  # "record metric = nan" not stored
+
+
 def baseline_path(directory: Path, key: str, profile: str) -> Path:
     return Path(directory) / f"{key}-{profile}.json"
+
+
+def _damaged(path: Path, what: str) -> BaselineError:
+    return BaselineError(f"baseline file {path} is damaged ({what}); it was left untouched. "
+                         "Fix or remove it, then rerun with --hpml-save-baseline.")
+
+
+def _finite_number(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an integer beyond float64, 10**400
+        return False
+
+
+def _check_metric(path: Path, record_id: str, m: Any) -> None:
+    """Every number a comparison will use is a finite number; times are not negative."""
+    if not isinstance(m, dict) or not isinstance(m.get("name"), str):
+        raise _damaged(path, f"record {record_id!r} has a metric without a name")
+    where = f"metric {m['name']!r} of {record_id!r}"
+    if not _finite_number(m.get("value")):
+        raise _damaged(path, f"{where}: value {m.get('value')!r} is not a finite number")
+    for key in ("samples", "history"):
+        values = m.get(key)
+        if values is None:
+            continue
+        if not isinstance(values, list) or not all(_finite_number(v) for v in values):
+            bad = values if not isinstance(values, list) else next(
+                v for v in values if not _finite_number(v))
+            raise _damaged(path, f"{where}: {key} hold {bad!r}, not a finite number")
+    if m.get("unit") == "s":
+        negative = [v for v in [m["value"], *(m.get("samples") or [])] if v < 0]
+        if negative:
+            raise _damaged(path, f"{where}: a time of {negative[0]!r} s is negative")
+    try:
+        Metric.from_dict(m)
+    except (TypeError, ValueError) as exc:
+        raise _damaged(path, f"{where}: {exc}") from exc
 
 
 def load(path: Path) -> Baseline | None:
@@ -57,61 +119,126 @@ def load(path: Path) -> Baseline | None:
             f"baseline file {path} is not valid JSON ({exc}); it was left untouched. "
             "Fix or remove it, then rerun with --hpml-save-baseline to record a new one."
         ) from exc
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") not in (SCHEMA, *OLD_SCHEMAS):
         raise BaselineError(
             f"baseline file {path} is not a pytest-hpml baseline (expected schema {SCHEMA!r}); "
             "it was left untouched. Move it away or point --hpml-baselines at another folder."
         )
     try:
         records = {r["id"]: r for r in data["records"]}
-        for r in records.values():
-            for m in r.get("metrics", []):
-                Metric.from_dict(m)
-        return Baseline(path, dict(data["fingerprint"]), str(data["profile"]), records)
+        fingerprint, profile = dict(data["fingerprint"]), str(data["profile"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise BaselineError(
-            f"baseline file {path} is damaged ({type(exc).__name__}: {exc}); it was left "
-            "untouched. Remove it and rerun with --hpml-save-baseline."
-        ) from exc
+        raise _damaged(path, f"{type(exc).__name__}: {exc}") from exc
+    for record_id, r in records.items():
+        metrics = r.get("metrics", [])
+        if not isinstance(metrics, list):
+            raise _damaged(path, f"record {record_id!r}: metrics is not a list")
+        for m in metrics:
+            _check_metric(path, record_id, m)
+    return Baseline(path, fingerprint, profile, records)
 
 
-def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Record]) -> Path:
-    """Merge `records` into the file at `path` (new rows replace old ones with the same id)."""
-    path = Path(path)
-    existing = load(path)  # raises on a corrupt file, so it is never overwritten
-    if existing and machine_key(existing.fingerprint) != machine_key(fingerprint):
-        raise BaselineError(
-            f"baseline file {path} belongs to machine {machine_key(existing.fingerprint)!r}, "
-            f"not this one ({machine_key(fingerprint)!r}); it was left untouched."
-        )
-    merged = dict(existing.records) if existing else {}
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on the baseline file's lock file, held for the whole merge."""
+    if fcntl is None:  # pragma: no cover - Windows
+        yield
+        return
+    lock = path.with_name(f".{path.name}.lock")
+    with open(lock, "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _clean_stale_temporaries(path: Path) -> list[Path]:
+    """Temporaries of this file left by a killed save. Only a save holding the lock writes
+    one, and it holds the lock now, so every one found is an orphan."""
+    removed = []
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            removed.append(tmp)
+    return removed
+
+
+def _file_mode(path: Path) -> int:
+    if path.exists():
+        return path.stat().st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _merged_metric(new: Metric, old: dict[str, Any] | None, keep: int) -> dict[str, Any]:
+    data = new.to_dict()
+    for key in COMPARISON_FIELDS:
+        data.pop(key, None)
+    history = list(old.get("history") or [old["value"]]) if old else []
+    data["history"] = (history + [new.value])[-keep:]
+    return data
+
+
+def merge(existing: dict[str, dict[str, Any]], records: list[Record], keep: int = DEFAULT_KEEP,
+          reset: bool = False) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The stored records with `records` merged in: each measured metric's latest value and
+    samples replace the old ones and its value joins the history (the last `keep` runs; with
+    reset, the history restarts). Rows not in `records` are kept as they were. Returns the
+    merged records and the metrics left out because they are not finite numbers."""
+    merged = dict(existing)
+    skipped = []
     for record in records:
+        old = {} if reset else {m["name"]: m for m in existing.get(record.id, {}).get(
+            "metrics", [])}
         data = record.to_dict()
-        # Only measured figures are baselines: checks, references and settings are not.
-        data["metrics"] = [m.to_dict() for m in record.metrics
-                           if m.compared and m.verdict != "missing"]
-        for metric in data["metrics"]:
-            for key in COMPARISON_FIELDS:
-                metric.pop(key, None)
+        metrics = []
+        for m in record.metrics:
+            # Only measured figures are baselines: checks, references and settings are not.
+            if not m.compared or m.verdict == "missing":
+                continue
+            if not math.isfinite(m.value):
+                skipped.append(f"{record.id} {m.name} = {m.value}")
+                continue
+            metrics.append(_merged_metric(m, old.get(m.name), keep))
+        data["metrics"] = metrics
         data.pop("expected_missing", None)
         merged[record.id] = data
-    document = {
-        "schema": SCHEMA,
-        "fingerprint": fingerprint,
-        "profile": profile,
-        "records": [merged[k] for k in sorted(merged)],
-    }
+    return merged, skipped
+
+
+def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Record],
+         keep: int = DEFAULT_KEEP, reset: bool = False) -> SaveResult:
+    """Merge `records` into the file at `path` under its lock, atomically."""
+    path = Path(path)
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1 run, got {keep}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(document, f, indent=1, sort_keys=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)  # atomic on POSIX and Windows
-    except BaseException:
-        # KeyboardInterrupt included: drop the partial file, the old baseline stays as it was.
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return path
+    with _locked(path):
+        _clean_stale_temporaries(path)
+        # Read under the lock, just before writing: a save that finished a moment ago is
+        # merged, not overwritten. A damaged file raises here and is never overwritten.
+        existing = load(path)
+        if existing and machine_key(existing.fingerprint) != machine_key(fingerprint):
+            raise BaselineError(
+                f"baseline file {path} belongs to machine {machine_key(existing.fingerprint)!r}"
+                f", not this one ({machine_key(fingerprint)!r}); it was left untouched.")
+        merged, skipped = merge(existing.records if existing else {}, records, keep, reset)
+        document = {"schema": SCHEMA, "fingerprint": fingerprint, "profile": profile,
+                    "records": [merged[k] for k in sorted(merged)]}
+        mode = _file_mode(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(json_safe(document), f, indent=1, allow_nan=False)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)  # atomic on POSIX and Windows
+        except BaseException:
+            # KeyboardInterrupt included: drop the partial file, the old baseline stays.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    return SaveResult(path, skipped)

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_hpml import baselines, verdicts
 from pytest_hpml.fingerprint import fingerprint, machine_key, software_changes
+from pytest_hpml.policy import positive
 from pytest_hpml.results import Record
 from pytest_hpml.session import HpmlRun, fixture_of, is_controller, run_of
 
@@ -27,6 +28,8 @@ class Comparison:
         self.run = run
         self.compare: bool = opt.hpml_compare
         self.save: bool = opt.hpml_save_baseline
+        self.keep: int = opt.hpml_baseline_runs
+        self.reset: bool = opt.hpml_reset_baseline
         self.tolerance: float = opt.hpml_tolerance
         self.alpha: float = opt.hpml_alpha
         self.directory = Path(opt.hpml_baselines or Path(config.rootpath, "baselines"))
@@ -80,7 +83,13 @@ class Comparison:
                               "failed tests not saved; their previous baseline entries are kept.")
         if not passed:
             return []
-        return [baselines.save(self.path, fingerprint(), self.run.profile, passed)]
+        saved = baselines.save(self.path, fingerprint(), self.run.profile, passed,
+                               keep=self.keep, reset=self.reset)
+        if saved.skipped:
+            self.run.say_once(f"--hpml-save-baseline: {len(saved.skipped)} metric(s) are not "
+                              "finite numbers and were not saved: " + "; ".join(saved.skipped[:5])
+                              + (" ..." if len(saved.skipped) > 5 else ""))
+        return [saved.path]
 
 
 COMPARISON_KEY = pytest.StashKey[Comparison]()
@@ -108,6 +117,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="merge this run's results into this machine's baseline file")
     group.addoption("--hpml-baselines", metavar="DIR", default=None,
                     help="folder of baseline files (default: <rootdir>/baselines)")
+    group.addoption("--hpml-baseline-runs", type=positive(int), default=baselines.DEFAULT_KEEP,
+                    metavar="N", help="runs of history a baseline keeps per metric, so the "
+                    f"run-to-run spread is known ({baselines.DEFAULT_KEEP})")
+    group.addoption("--hpml-reset-baseline", action="store_true",
+                    help="with --hpml-save-baseline: restart the history of the saved rows "
+                         "instead of appending to it (after a hardware or driver change)")
     group.addoption("--hpml-tolerance", type=fraction, default=verdicts.DEFAULT_TOLERANCE,
                     metavar="FRACTION", help="default relative change before a metric counts as "
                     f"changed ({verdicts.DEFAULT_TOLERANCE})")

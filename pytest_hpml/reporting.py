@@ -91,29 +91,25 @@ def say_no_matplotlib(config: pytest.Config) -> None:
 
 def _register_outputs(config: pytest.Config) -> None:
     from pytest_hpml.fingerprint import fingerprint
+    from pytest_hpml.report import exports, files
 
     opt = config.option
     run = run_of(config)
+    # The writers are looked up when called (not bound now): each output is its own function.
     if opt.hpml_report:
-        from pytest_hpml.report.files import write_report
-
-        path = Path(opt.hpml_report)
-        add_output(config, "report", path, lambda: [write_report(
-            path, run.records, fingerprint(), run.profile, opt.hpml_compare)])
+        report = Path(opt.hpml_report)
+        add_output(config, "report", report, lambda: [files.write_report(
+            report, run.records, fingerprint(), run.profile, opt.hpml_compare)])
     if opt.hpml_export_benchmark_action:
-        from pytest_hpml.report.exports import write_benchmark_action
-
-        path = Path(opt.hpml_export_benchmark_action)
-        add_output(config, "github-action-benchmark", path,
-                   lambda: write_benchmark_action(path, run.records, run.say_once))
+        action = Path(opt.hpml_export_benchmark_action)
+        add_output(config, "github-action-benchmark", action,
+                   lambda: exports.write_benchmark_action(action, run.records, run.say_once))
     if opt.hpml_export_bencher:
-        from pytest_hpml.report.exports import write_bencher
-
-        path = Path(opt.hpml_export_bencher)
-        add_output(config, "bencher", path,
-                   lambda: [write_bencher(path, run.records, run.say_once)])
+        bencher = Path(opt.hpml_export_bencher)
+        add_output(config, "bencher", bencher,
+                   lambda: [exports.write_bencher(bencher, run.records, run.say_once)])
     if opt.hpml_plots:
-        path = Path(opt.hpml_plots)
+        charts = Path(opt.hpml_plots)
 
         def draw() -> list[Path]:
             from pytest_hpml.report.plots import draw_all, matplotlib_available
@@ -123,9 +119,9 @@ def _register_outputs(config: pytest.Config) -> None:
             if not matplotlib_available():
                 say_no_matplotlib(config)
                 return []
-            return draw_all(path, run.records)
+            return draw_all(charts, run.records)
 
-        add_output(config, "plots", path, draw)
+        add_output(config, "plots", charts, draw)
 
 
 # -- pytest hooks -------------------------------------------------------------------------------

@@ -37,6 +37,8 @@ class Metric:
     note: str | None = None
     # Derived metrics (a bandwidth from a time) are judged with the evidence of their timing.
     derived_from: str | None = None
+    # Baselines only: the medians of this metric's last runs, oldest first.
+    history: list[float] | None = None
     # Filled by a comparison with a baseline; absent otherwise.
     baseline: float | None = None
     change: float | None = None
@@ -61,6 +63,13 @@ class Metric:
         if self.tolerance is not None and not (self.tolerance >= 0):
             raise ValueError(f"metric {self.name!r}: tolerance must be >= 0, got {self.tolerance}")
         self.value = _plain_number(self.value, self.name)
+        if self.samples is not None:
+            self.samples = [_plain_number(v, self.name) for v in self.samples]
+            for i, v in enumerate(self.samples):
+                if not math.isfinite(v):
+                    # One broken sample would poison every statistic of the metric.
+                    raise ValueError(f"metric {self.name!r}: sample {i} is {v}; samples must "
+                                     "be finite numbers")
 
     @property
     def compared(self) -> bool:

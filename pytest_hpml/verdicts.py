@@ -36,9 +36,14 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
         return current
     tol = current.tolerance if current.tolerance is not None else tolerance
     current.baseline = base.value
+    if not math.isfinite(current.value):
+        # A number was recorded before and now there is none: the run is broken, whatever
+        # the metric's direction.
+        current.verdict = "regressed"
+        current.basis = f"the value is {current.value}, not a number as in the baseline"
+        return current
     change = current.change = relative_change(base.value, current.value)
-    if math.isnan(change):
-        # A NaN on either side has no direction: shown, never ranked as better or worse.
+    if math.isnan(change):  # an old baseline that stored NaN: nothing to compare with
         current.verdict = "ambiguous"
         return current
     if abs(change) <= tol:
@@ -85,7 +90,10 @@ def failures(record: Record, tolerance: float = DEFAULT_TOLERANCE) -> list[str]:
     """One line per metric of a compared record that fails the comparison."""
     lines = []
     for m in record.metrics:
-        if m.verdict == "regressed":
+        if m.verdict == "regressed" and not math.isfinite(m.value):
+            lines.append(f"{record.id} {m.name}: {m.value} where the baseline has "
+                         f"{m.baseline:.6g} {m.unit}".rstrip() + " (the run produced no number)")
+        elif m.verdict == "regressed":
             p = f", Mann-Whitney p={m.p_value:.2g}" if m.p_value is not None else ""
             tol = m.tolerance if m.tolerance is not None else tolerance
             lines.append(f"{record.id} {m.name}: {m.baseline:.6g} -> {m.value:.6g} {m.unit} "
