@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpml import baselines, verdicts
+from pytest_hpml import baselines, confirm, verdicts
 from pytest_hpml.fingerprint import fingerprint, machine_key, software_changes
 from pytest_hpml.policy import positive
 from pytest_hpml.results import Record
@@ -30,12 +30,20 @@ class Comparison:
         self.save: bool = opt.hpml_save_baseline
         self.keep: int = opt.hpml_baseline_runs
         self.reset: bool = opt.hpml_reset_baseline
+        self.confirm: int = opt.hpml_confirm
         self.tolerance: float = opt.hpml_tolerance
         self.alpha: float = opt.hpml_alpha
         self.directory = Path(opt.hpml_baselines or Path(config.rootpath, "baselines"))
-        self.machine = machine_key(fingerprint())
-        self.path = baselines.baseline_path(self.directory, self.machine, run.profile)
         self.baseline: baselines.Baseline | None = None
+
+    # The machine's identity asks torch about GPUs: only runs that compare or save pay for it.
+    @property
+    def machine(self) -> str:
+        return machine_key(fingerprint())
+
+    @property
+    def path(self) -> Path:
+        return baselines.baseline_path(self.directory, self.machine, self.run.profile)
 
     def open(self) -> None:
         """Check the folder and read the file; raises pytest.UsageError naming what is wrong."""
@@ -65,15 +73,27 @@ class Comparison:
                                   + "; ".join(changes))
         self.baseline = found
 
-    def judge(self, records: list[Record]) -> list[str]:
-        """Fill verdicts in place; returns one line per metric that fails the comparison."""
-        lines = []
+    def _compare(self, record: Record, confirmations: dict[str, list[float]] | None,
+                 can_confirm: bool) -> None:
+        old = self.baseline.metrics_for(record.id) if self.baseline else {}
+        record.metrics = [m for m in record.metrics if m.verdict != "missing"]
+        record.metrics.extend(verdicts.compare_record(record, old, self.tolerance, self.alpha,
+                                                      confirmations, can_confirm))
+
+    def judge(self, item: pytest.Item, records: list[Record], may_confirm: bool = True
+              ) -> list[str]:
+        """Fill verdicts in place, confirming suspected regressions in fresh processes first
+        (not for a test that failed anyway); returns one line per metric that fails."""
         for record in records:
-            old = self.baseline.metrics_for(record.id) if self.baseline else {}
-            record.metrics.extend(verdicts.compare_record(record, old, self.tolerance,
-                                                          self.alpha))
-            lines += verdicts.failures(record, self.tolerance)
-        return lines
+            self._compare(record, None, can_confirm=may_confirm and self.confirm > 0)
+        suspected = [r for r in records if verdicts.suspects(r)]
+        if suspected:
+            reruns, problems = confirm.rerun(item, self.run.profile, self.confirm)
+            for record in suspected:
+                self._compare(record, confirm.values_by_metric(reruns, record.id),
+                              can_confirm=False)
+                record.warnings += [f"confirmation: {p}" for p in problems]
+        return [line for r in records for line in verdicts.failures(r, self.tolerance)]
 
     def write(self) -> list[Path]:
         records = self.run.records
@@ -93,6 +113,9 @@ class Comparison:
 
 
 COMPARISON_KEY = pytest.StashKey[Comparison]()
+#: Fresh processes behind a failing verdict: with the suspect run, three process medians,
+#: enough to estimate the spread between processes.
+DEFAULT_CONFIRMATIONS = 2
 
 
 def fraction(text: str) -> float:
@@ -127,8 +150,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="FRACTION", help="default relative change before a metric counts as "
                     f"changed ({verdicts.DEFAULT_TOLERANCE})")
     group.addoption("--hpml-alpha", type=fraction, default=verdicts.DEFAULT_ALPHA, metavar="P",
-                    help=f"significance level of the Mann-Whitney U test "
-                         f"({verdicts.DEFAULT_ALPHA})")
+                    help="significance level of a verdict: a change must be this unlikely "
+                         f"under the noise this machine has shown ({verdicts.DEFAULT_ALPHA})")
+    group.addoption("--hpml-confirm", type=int, default=DEFAULT_CONFIRMATIONS, metavar="N",
+                    help="fresh processes that measure a suspected regression again before it "
+                         f"fails the test ({DEFAULT_CONFIRMATIONS}; 0: decide from the run "
+                         "alone)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -150,7 +177,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Gener
     fixture = fixture_of(item)
     if call.when != "call" or fixture is None or not comparison.compare:
         return report
-    failing = comparison.judge(fixture.records())
+    failing = comparison.judge(item, fixture.records(), may_confirm=report.passed)
     if failing and report.passed:
         report.outcome = "failed"
         report.longrepr = "hpml: failed the comparison with the baseline:\n  " + "\n  ".join(

@@ -98,7 +98,8 @@ class Recorder:
         (a whole program, a host-side loop)."""
         config = self._owner.timing_config
         timing = measure(fn, args, kwargs, config=config,
-                         clock=clock_for(self._owner.device, clock, cold_l2=config.cold_l2))
+                         clock=clock_for(self._owner.device_name, clock,
+                                         cold_l2=config.cold_l2))
         timing.recorded_as = name
         self.record(name, timing.median, unit="s", better="lower", samples=list(timing.samples))
         for warning in timing.warnings:
@@ -200,7 +201,7 @@ class Recorder:
         from pytest_hpml.utilization import NvmlSource, ProcessCpuSource, UtilizationSampler
 
         sources: list[Any] = [ProcessCpuSource()]
-        if self._owner.device.type == "cuda":  # pragma: no cover - needs a GPU
+        if self._owner.device_name == "cuda":  # pragma: no cover - needs a GPU
             nvml = NvmlSource.for_device(self._owner.device)
             if nvml is None:
                 self._record.warnings.append("utilization: nvidia-ml-py is not installed (or "
@@ -224,10 +225,12 @@ class Recorder:
 class Hpml(Recorder):
     """The `hpml` fixture: the recording API of the test's own row, and the test's context."""
 
-    def __init__(self, run: HpmlRun, item: pytest.Item, device: torch.device) -> None:
+    def __init__(self, run: HpmlRun, item: pytest.Item, device: str) -> None:
         self._run = run
         self._item = item
-        self.device = device
+        #: "cpu" or "cuda": the `device` parameter's case (cpu without one)
+        self.device_name = device
+        self._device: torch.device | None = None
         self.profile: str = run.profile
         self.interpreted: bool = devices.triton_interpreted()
         self._rows: list[Recorder] = []
@@ -236,13 +239,22 @@ class Hpml(Recorder):
             experiment=item.nodeid.split("[", 1)[0],
             params=_callspec_params(item),
             order=_order_key(item),
-            device=str(device),
+            device=device,
             views=_views(item),
             expected_missing=_expected_missing(item),
         )
         super().__init__(self, record)
         #: The sampling policy of this test (profile, command line, @pytest.mark.hpml).
         self.timing_config: TimingConfig = timing_config(item, run.profile)
+
+    @property
+    def device(self) -> torch.device:
+        """torch.device of this test (imported on first use: plain tests never load torch)."""
+        if self._device is None:
+            import torch
+
+            self._device = torch.device(self.device_name)
+        return self._device
 
     @property
     def experiment(self) -> str:

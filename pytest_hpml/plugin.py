@@ -3,6 +3,7 @@ declares its own options, markers and hooks beside the code that reads them."""
 
 pytest_plugins = [
     "pytest_hpml.session",  # the run's shared state: first, the others read it
+    "pytest_hpml.environment",  # malloc thresholds, intra-op threads: before torch starts
     "pytest_hpml.selection",  # size profile, sweeps, the device parameter, precisions
     "pytest_hpml.devices",  # GPU discovery, xdist pinning, Triton's interpreter, gpu skips
     "pytest_hpml.policy",  # timing policy: options and @pytest.mark.hpml

@@ -22,14 +22,11 @@ if TYPE_CHECKING:
 @pytest.fixture
 def hpml(request: pytest.FixtureRequest) -> Hpml:
     """Time, record and check one experiment (see docs/API.md)."""
-    import torch
-
     from pytest_hpml.fixture import Hpml
 
     callspec = getattr(request.node, "callspec", None)
     name = callspec.params.get("device") if callspec else None
-    device = torch.device("cuda" if name == "cuda" else "cpu")
-    fixture = Hpml(run_of(request.config), request.node, device)
+    fixture = Hpml(run_of(request.config), request.node, "cuda" if name == "cuda" else "cpu")
     request.node.stash[FIXTURE_KEY] = fixture
     return fixture
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 Better = Literal["lower", "higher"] | None
 Kind = Literal["measured", "check", "reference", "setting"]
 KINDS: tuple[str, ...] = ("measured", "check", "reference", "setting")
-VERDICTS = ("improved", "unchanged", "regressed", "ambiguous", "new", "missing")
+VERDICTS = ("improved", "unchanged", "regressed", "ambiguous", "new", "missing", "suspect")
 
 
 @dataclass
@@ -44,6 +44,7 @@ class Metric:
     change: float | None = None
     verdict: str | None = None
     p_value: float | None = None
+    mdc: float | None = None  # the smallest relative change this machine can detect
     basis: str | None = None  # what the verdict rests on, in words
     # Spread of the samples, for printing "median ± IQR".
     iqr: float | None = None

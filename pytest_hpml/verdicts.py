@@ -1,21 +1,41 @@
-"""Verdicts: how each measured metric of a run compares with the stored baseline.
+"""Verdicts: how each measured metric of a run compares with the stored baseline, and what the
+verdict rests on.
 
+The speed of the same code differs between processes (allocator state, thread scheduling,
+clocks), and samples from one process say nothing about that: two processes running identical
+code get rank-test p-values of 1e-60. So a verdict weighs the change against every source of
+noise this machine has shown for the metric:
+
+- within-run: the uncertainty of each run's median (its notch, 1.57 IQR / sqrt(n));
+- between-run: the spread of the medians of separate processes, from the baseline's history
+  (its last runs) and from confirmation runs (the test run again in fresh processes);
+- the tolerance: a change the user declared unimportant.
+
+The smallest change the evidence can separate from noise is the minimum detectable change
+(MDC). A change within the tolerance is `unchanged`; beyond the MDC it is `regressed` or
+`improved`, however noisy the runs were; between the two it is `ambiguous`, and the basis says
+how large it would have to be to be caught. A worse change that only one process has shown is
+`suspect`: --hpml-compare confirms it in fresh processes before the verdict is final.
 Only measured metrics get verdicts: checks fail by their own limit in the run, references and
-settings are shown and never compared. A metric the baseline has and the run lacks is
-`missing`, which fails the comparison unless the row says it may be absent.
+settings are shown, never compared. A metric derived from a timing follows its timing's verdict.
+A metric the baseline has and the run lacks is `missing`, and fails unless the row expects it.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_hpml.results import Metric, Record
-from pytest_hpml.stats import mann_whitney_u, noise_ratio, summarize
+from pytest_hpml.stats import mann_whitney_u, median_uncertainty, t_quantile
 
 DEFAULT_TOLERANCE = 0.10
 DEFAULT_ALPHA = 0.01
 MIN_SAMPLES_FOR_TEST = 9
+#: A verdict that needs fresh processes before it is final (never left on a finished run).
+SUSPECT = "suspect"
 
 
 def relative_change(old: float, new: float) -> float:
@@ -26,9 +46,66 @@ def relative_change(old: float, new: float) -> float:
     return (new - old) / abs(old)
 
 
+@dataclass(frozen=True)
+class Noise:
+    """How far apart runs of identical code land on this machine, for one metric."""
+
+    between: float | None  # stdev of ln(median) between processes; None: not known yet
+    dof: int  # degrees of freedom behind `between`
+    within: float  # combined relative uncertainty of the two medians compared
+
+    def describe(self, runs_now: int, runs_before: int) -> str:
+        parts = []
+        if self.between is not None:
+            parts.append(f"between-run spread {_pct(self.between)} from {runs_before} stored "
+                         f"and {runs_now} current process(es)")
+        else:
+            parts.append(f"between-run spread unknown ({runs_before} stored run, "
+                         f"{runs_now} current)")
+        if self.within:
+            parts.append(f"within-run {_pct(self.within)}")
+        return ", ".join(parts)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def _logs(values: list[float]) -> list[float]:
+    return [math.log(v) for v in values if v > 0]
+
+
+def noise(history: list[float], now: list[float], current: Metric, base: Metric) -> Noise:
+    """Between-run spread pooled over the stored runs and the current processes (each group
+    with two or more medians contributes), and the within-run uncertainty of both medians."""
+    groups = [g for g in (_logs(history), _logs(now)) if len(g) >= 2]
+    dof = sum(len(g) - 1 for g in groups)
+    between = None
+    if dof:
+        pooled = sum(statistics.variance(g) * (len(g) - 1) for g in groups) / dof
+        between = math.sqrt(pooled)
+    within = math.hypot(median_uncertainty(current.samples or []),
+                        median_uncertainty(base.samples or []))
+    return Noise(between, dof, within)
+
+
+def minimum_detectable_change(n: Noise, runs_now: int, runs_before: int, tolerance: float,
+                              alpha: float) -> float:
+    """The smallest relative change the evidence separates from noise at level alpha."""
+    if n.between is not None:
+        se = n.between * math.sqrt(1 / runs_now + 1 / runs_before)
+        threshold = t_quantile(1 - alpha, n.dof) * se
+    else:
+        threshold = 3 * n.within  # one process on each side: the within-run view only
+    return max(tolerance, math.expm1(threshold))
+
+
 def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFAULT_TOLERANCE,
-                   alpha: float = DEFAULT_ALPHA) -> Metric:
-    """Fill current.baseline / change / verdict (and p_value when a test was run)."""
+                   alpha: float = DEFAULT_ALPHA, confirmations: list[float] | None = None,
+                   can_confirm: bool = False) -> Metric:
+    """Fill current.baseline / change / verdict / mdc / basis (and p_value when a rank test was
+    run). `confirmations` are the metric's values from fresh processes; with can_confirm, a
+    worse change that the evidence so far cannot settle comes back `suspect`."""
     if not current.compared:
         return current
     if base is None:
@@ -42,41 +119,81 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
         current.verdict = "regressed"
         current.basis = f"the value is {current.value}, not a number as in the baseline"
         return current
-    change = current.change = relative_change(base.value, current.value)
-    if math.isnan(change):  # an old baseline that stored NaN: nothing to compare with
+    history = [v for v in (base.history or [base.value]) if math.isfinite(v)]
+    if not history:  # an old baseline that stored NaN: nothing to compare with
         current.verdict = "ambiguous"
         return current
+    now = [current.value, *(confirmations or [])]
+    reference, value = statistics.median(history), statistics.median(now)
+    change = current.change = relative_change(reference, value)
+    n = noise(history, now, current, base)
+    mdc = current.mdc = minimum_detectable_change(n, len(now), len(history), tol, alpha)
+    evidence = n.describe(len(now), len(history))
     if abs(change) <= tol:
         current.verdict = "unchanged"
+        current.basis = f"within the {_pct(tol)} tolerance; {evidence}"
         return current
     if current.better is None:
         # A change with no good direction (a count, a size): shown, never a regression.
         current.verdict = "ambiguous"
+        current.basis = "no better direction: shown, never judged"
         return current
     worse = change > 0 if current.better == "lower" else change < 0
-    if (current.samples and base.samples and len(current.samples) >= MIN_SAMPLES_FOR_TEST
-            and len(base.samples) >= MIN_SAMPLES_FOR_TEST):
-        _, p = mann_whitney_u(current.samples, base.samples)
-        current.p_value = p
-        if p >= alpha:
-            current.verdict = "ambiguous"  # beyond tolerance, but within the noise
+    caught = abs(change) > mdc
+    if n.between is None and not confirmations:
+        caught = caught and _rank_test_agrees(current, base, alpha)
+        if worse and caught and can_confirm:
+            current.verdict = SUSPECT
+            current.basis = f"one process so far; {evidence}"
             return current
-        if (noise_ratio(summarize(current.samples)) is not None
-                or noise_ratio(summarize(base.samples)) is not None):
-            # Samples from a disturbed run are shifted as a whole, which the rank test reads
-            # as significant; a measurement whose own spread is that wide carries no verdict.
-            current.verdict = "ambiguous"
-            return current
+    if not caught:
+        current.verdict = "ambiguous"
+        current.basis = (f"{change:+.1%} cannot be told from this machine's noise: a change "
+                         f"beyond {_pct(mdc)} is needed to be caught ({evidence})")
+        return current
     current.verdict = "regressed" if worse else "improved"
+    shown = ", ".join(f"{relative_change(reference, v):+.1%}" for v in now)
+    current.basis = (f"{change:+.1%} beyond the {_pct(mdc)} this machine can detect; "
+                     f"{len(now)} process(es): {shown}; {evidence}")
     return current
 
 
+def _rank_test_agrees(current: Metric, base: Metric, alpha: float) -> bool:
+    """With one process on each side, the rank test of their samples, where there are enough:
+    it cannot see process-to-process noise, so it only ever holds a verdict back."""
+    if not (current.samples and base.samples and len(current.samples) >= MIN_SAMPLES_FOR_TEST
+            and len(base.samples) >= MIN_SAMPLES_FOR_TEST):
+        return True
+    _, p = mann_whitney_u(current.samples, base.samples)
+    current.p_value = p
+    return p < alpha
+
+
+def follow_timings(record: Record) -> None:
+    """Metrics derived from a timing take that timing's verdict (a bandwidth regresses exactly
+    when its time does): one decision per measurement, whatever is derived from it."""
+    for m in record.metrics:
+        source = record.metric(m.derived_from) if m.derived_from else None
+        if source is None or source.verdict is None or m.verdict in (None, "new"):
+            continue
+        if not math.isfinite(m.value):
+            continue
+        m.verdict, m.mdc = source.verdict, source.mdc
+        m.p_value = source.p_value
+        m.basis = f"follows {source.name}: {source.basis}"
+
+
 def compare_record(record: Record, old: dict[str, Metric], tolerance: float = DEFAULT_TOLERANCE,
-                   alpha: float = DEFAULT_ALPHA) -> list[Metric]:
+                   alpha: float = DEFAULT_ALPHA,
+                   confirmations: dict[str, list[float]] | None = None,
+                   can_confirm: bool = False) -> list[Metric]:
     """Verdicts for every metric of `record` against `old` (the baseline's metrics of the same
     row); returns a 'missing' metric for each baseline metric the row lacks."""
+    confirmations = confirmations or {}
     for metric in record.metrics:
-        compare_metric(metric, old.get(metric.name), tolerance, alpha)
+        compare_metric(metric, old.get(metric.name), tolerance, alpha,
+                       confirmations.get(metric.name), can_confirm)
+    follow_timings(record)
     missing = []
     for name, base in old.items():
         if record.metric(name) is None and base.compared:
@@ -84,6 +201,10 @@ def compare_record(record: Record, old: dict[str, Metric], tolerance: float = DE
                                   baseline=base.value, verdict="missing",
                                   note=None if not record.may_miss(name) else "expected"))
     return missing
+
+
+def suspects(record: Record) -> list[str]:
+    return [m.name for m in record.metrics if m.verdict == SUSPECT]
 
 
 def failures(record: Record, tolerance: float = DEFAULT_TOLERANCE) -> list[str]:
@@ -94,10 +215,9 @@ def failures(record: Record, tolerance: float = DEFAULT_TOLERANCE) -> list[str]:
             lines.append(f"{record.id} {m.name}: {m.value} where the baseline has "
                          f"{m.baseline:.6g} {m.unit}".rstrip() + " (the run produced no number)")
         elif m.verdict == "regressed":
-            p = f", Mann-Whitney p={m.p_value:.2g}" if m.p_value is not None else ""
             tol = m.tolerance if m.tolerance is not None else tolerance
             lines.append(f"{record.id} {m.name}: {m.baseline:.6g} -> {m.value:.6g} {m.unit} "
-                         f"({m.change:+.1%}, tolerance {tol:.0%}{p})")
+                         f"({m.change:+.1%}, tolerance {tol:.0%}): {m.basis}")
         elif m.verdict == "missing" and not record.may_miss(m.name):
             was = f"{m.baseline:.6g} {m.unit}".strip()
             lines.append(f"{record.id} {m.name}: in the baseline ({was}) but "
@@ -118,7 +238,8 @@ def read_results(path: str | Path) -> list[Record]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"cannot read results from {path}: {exc}") from exc
-    if isinstance(data, dict) and data.get("schema") == baselines.SCHEMA:
+    if isinstance(data, dict) and data.get("schema") in (baselines.SCHEMA,
+                                                         *baselines.OLD_SCHEMAS):
         base = baselines.load(path)
         return [Record.from_dict(r) for r in base.records.values()] if base else []
     if isinstance(data, dict) and isinstance(data.get("records"), list):
@@ -134,7 +255,8 @@ def compare_results(baseline: str | Path | list[Record], current: str | Path | l
                     alpha: float = DEFAULT_ALPHA) -> list[Record]:
     """The stable entry point for tools: `current`'s records with the verdict of every
     measured metric against `baseline` (each a results file or a list of records), as
-    --hpml-compare gives them; baseline metrics a record lacks come back as 'missing'."""
+    --hpml-compare gives them without confirmation runs; baseline metrics a record lacks come
+    back as 'missing'. The caller's records are not changed."""
     old = baseline if isinstance(baseline, list) else read_results(baseline)
     new = current if isinstance(current, list) else read_results(current)
     by_id = {r.id: {m.name: m for m in r.metrics} for r in old}

@@ -12,7 +12,8 @@ from pytest_hpml.results import Record, json_safe
 
 REPORT_SUFFIXES = (".md", ".json", ".csv")
 CSV_COLUMNS = ["experiment", "id", "params", "metric", "kind", "value", "unit", "better", "iqr",
-               "n_samples", "baseline", "change", "verdict", "source", "note"]
+               "n_samples", "baseline", "change", "verdict", "detectable", "basis", "source",
+               "note"]
 
 
 def _number(value: float | None) -> str:
@@ -47,6 +48,6 @@ def write_report(path: Path, records: list[Record], fingerprint: dict[str, Any],
                     writer.writerow([r.experiment, r.id, params, m.name, m.kind, repr(m.value),
                                      m.unit, m.better or "", _number(m.iqr),
                                      len(m.samples) if m.samples else "", _number(m.baseline),
-                                     _number(m.change), m.verdict or "", m.source or "",
-                                     m.note or ""])
+                                     _number(m.change), m.verdict or "", _number(m.mdc),
+                                     m.basis or "", m.source or "", m.note or ""])
     return path

@@ -149,13 +149,16 @@ def comparison_table(records: list[Record]) -> Table | None:
                 else f"{format_number(m.value / factor, m.unit)} {shown}".strip(),
                 "" if m.change is None else f"{m.change:+.1%}",
                 m.verdict,
-                "" if m.p_value is None else f"{m.p_value:.2g}",
+                "" if m.mdc is None else f"±{m.mdc:.1%}",
             ])
     if not rows:
         return None
     return Table("Comparison with baseline",
                  ["experiment", "params", "metric", "baseline", "current", "change", "verdict",
-                  "p"], rows)
+                  "detectable"], rows,
+                 notes=["detectable: the smallest change this machine's noise lets a verdict "
+                        "see for the metric (the tolerance at least); the reason for each "
+                        "verdict is in the JSON and CSV reports"])
 
 
 def _notes(records: list[Record]) -> list[str]:

@@ -1,0 +1,152 @@
+"""The process environment of CPU timings: what makes the same code run at different speeds in
+different processes, controlled where it can be and reported in the header (a pytest plugin
+module). `--hpml-env=keep` leaves everything as it is.
+
+Measured on a shared 2-core machine (a 2-million-element torch.add, one median per process):
+- glibc's dynamic mmap threshold decides whether every 8 MB allocation is a fresh mmap that
+  page-faults on first touch: some processes time 0.4 ms, others 1 ms. A fixed threshold of
+  64 MiB (and a trim threshold of 128 MiB) keeps such buffers in the heap in every process.
+- an intra-op parallel op waits for its slowest thread; on cores shared with other work one of
+  them is often descheduled for a scheduler slice, and a 0.3 ms add takes 8 or 16 ms in some
+  processes. Leaving one core to the rest of the machine (and sharing the others between xdist
+  workers) removes those stalls.
+Both are applied in this process and passed to child processes (xdist workers, confirmation
+reruns, distributed ranks) through the environment; CPU frequency is reported where readable.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+MMAP_THRESHOLD = 64 * 2**20
+TRIM_THRESHOLD = 128 * 2**20
+# mallopt parameter numbers from glibc's <malloc.h>.
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+MODES = ("control", "keep")
+
+
+@dataclass
+class Environment:
+    """What was set (or found) for this process, in words for the header."""
+
+    facts: list[str] = field(default_factory=list)
+    threads: int | None = None
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def threads_for(cores: int, workers: int) -> int:
+    """Intra-op threads per process: one core is left to the rest of the machine, the others
+    are shared between the processes that time work at the same moment."""
+    return max(1, (cores - 1) // max(1, workers)) if cores > 1 else 1
+
+
+def set_malloc_thresholds(environ: MutableMapping[str, str], libc: object | None = None) -> bool:
+    """Fixed mmap and trim thresholds: now in this process (mallopt), and for child processes
+    through glibc's environment variables. False where this is not glibc."""
+    if libc is None:
+        name = ctypes.util.find_library("c")
+        if not name or not sys.platform.startswith("linux"):
+            return False
+        try:
+            libc = ctypes.CDLL(name)
+            libc.mallopt  # noqa: B018 - musl and others have no mallopt
+        except (OSError, AttributeError):
+            return False
+    ok = libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+    ok = libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1 and ok
+    environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(MMAP_THRESHOLD))
+    environ.setdefault("MALLOC_TRIM_THRESHOLD_", str(TRIM_THRESHOLD))
+    return ok
+
+
+def set_threads(threads: int, environ: MutableMapping[str, str]) -> int:
+    """torch's intra-op threads, before torch starts (its thread pool reads OMP_NUM_THREADS)
+    and through the API if it has started already. A value the user set is kept."""
+    if "OMP_NUM_THREADS" in environ:
+        threads = int(environ["OMP_NUM_THREADS"]) if environ["OMP_NUM_THREADS"].isdigit() \
+            else threads
+    for name in THREAD_VARIABLES:
+        environ.setdefault(name, str(threads))
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "set_num_threads"):
+        torch.set_num_threads(threads)
+    return threads
+
+
+def cpu_frequency(root: Path = Path("/sys/devices/system/cpu/cpu0/cpufreq")) -> str | None:
+    """'governor performance, 2.45 GHz' where the kernel exposes it (often not in VMs)."""
+    def read(name: str) -> str | None:
+        try:
+            return (root / name).read_text().strip()
+        except OSError:
+            return None
+    governor, khz = read("scaling_governor"), read("scaling_cur_freq")
+    if governor is None and khz is None:
+        return None
+    parts = [f"governor {governor}"] if governor else []
+    if khz and khz.isdigit():
+        parts.append(f"{int(khz) / 1e6:.2f} GHz")
+    return ", ".join(parts)
+
+
+def control(config: pytest.Config, environ: MutableMapping[str, str] | None = None,
+            libc: object | None = None) -> Environment:
+    environ = os.environ if environ is None else environ
+    env = Environment()
+    if config.option.hpml_env == "keep":
+        env.facts.append("left as it is (--hpml-env=keep)")
+    else:
+        if set_malloc_thresholds(environ, libc):
+            env.facts.append(f"malloc mmap threshold {MMAP_THRESHOLD >> 20} MiB")
+        workerinput = getattr(config, "workerinput", {})
+        workers = int(workerinput.get("workercount", 0)) or _planned_workers(config)
+        env.threads = set_threads(threads_for(usable_cores(), workers), environ)
+        env.facts.append(f"{env.threads} intra-op thread(s) per process of {usable_cores()} "
+                         "cores")
+    frequency = cpu_frequency()
+    if frequency:
+        env.facts.append(f"CPU {frequency}")
+    return env
+
+
+def _planned_workers(config: pytest.Config) -> int:
+    from pytest_hpml.devices import xdist_workers
+
+    return max(1, xdist_workers(config))
+
+
+# -- pytest hooks -------------------------------------------------------------------------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
+    group.addoption("--hpml-env", choices=MODES, default="control",
+                    help="control (default): fixed malloc thresholds and intra-op threads that "
+                         "leave a core free, so CPU timings agree between processes; keep: "
+                         "leave the process environment as it is")
+
+
+ENV_KEY = pytest.StashKey[Environment]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[ENV_KEY] = control(config)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return "hpml: environment: " + "; ".join(config.stash[ENV_KEY].facts)

@@ -1,0 +1,80 @@
+"""Environment control of CPU timings: malloc thresholds, intra-op threads, the CPU frequency
+line, and the opt-out; on fakes, then through pytest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_hpml import environment
+
+
+class FakeLibc:
+    def __init__(self, result: int = 1) -> None:
+        self.calls: list[tuple[int, int]] = []
+        self.result = result
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append((param, value))
+        return self.result
+
+
+def test_malloc_thresholds_now_and_for_child_processes() -> None:
+    libc, environ = FakeLibc(), {}
+    assert environment.set_malloc_thresholds(environ, libc) is True
+    assert libc.calls == [(environment.M_MMAP_THRESHOLD, 64 * 2**20),
+                          (environment.M_TRIM_THRESHOLD, 128 * 2**20)]
+    assert environ == {"MALLOC_MMAP_THRESHOLD_": str(64 * 2**20),
+                       "MALLOC_TRIM_THRESHOLD_": str(128 * 2**20)}
+    assert environment.set_malloc_thresholds({}, FakeLibc(result=0)) is False
+
+
+@pytest.mark.parametrize("cores, workers, threads", [
+    (1, 0, 1), (2, 0, 1), (2, 2, 1), (4, 0, 3), (16, 0, 15), (16, 4, 3), (16, 32, 1),
+])
+def test_threads_leave_a_core_and_share_the_rest(cores: int, workers: int, threads: int) -> None:
+    assert environment.threads_for(cores, workers) == threads
+
+
+def test_a_thread_count_the_user_set_is_kept() -> None:
+    environ = {"OMP_NUM_THREADS": "6"}
+    assert environment.set_threads(1, environ) == 6
+    assert environ == {"OMP_NUM_THREADS": "6", "MKL_NUM_THREADS": "6"}
+    fresh: dict[str, str] = {}
+    assert environment.set_threads(3, fresh) == 3 and fresh["OMP_NUM_THREADS"] == "3"
+
+
+def test_cpu_frequency_where_the_kernel_says_it(tmp_path: Path) -> None:
+    assert environment.cpu_frequency(tmp_path) is None
+    (tmp_path / "scaling_governor").write_text("performance\n")
+    (tmp_path / "scaling_cur_freq").write_text("2450000\n")
+    assert environment.cpu_frequency(tmp_path) == "governor performance, 2.45 GHz"
+
+
+def _config(mode: str) -> SimpleNamespace:
+    return SimpleNamespace(option=SimpleNamespace(hpml_env=mode, numprocesses=None))
+
+
+def test_keep_changes_nothing() -> None:
+    environ: dict[str, str] = {}
+    env = environment.control(_config("keep"), environ, FakeLibc())
+    assert environ == {} and env.threads is None
+    assert env.facts[0] == "left as it is (--hpml-env=keep)"
+
+
+def test_control_sets_both_and_says_so() -> None:
+    environ: dict[str, str] = {}
+    env = environment.control(_config("control"), environ, FakeLibc())
+    assert "MALLOC_MMAP_THRESHOLD_" in environ and "OMP_NUM_THREADS" in environ
+    assert env.facts[0] == "malloc mmap threshold 64 MiB"
+    assert env.facts[1].endswith(f"of {environment.usable_cores()} cores")
+
+
+def test_the_header_reports_the_environment(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hpml-env=keep")
+    result.stdout.fnmatch_lines(["hpml: environment: left as it is (--hpml-env=keep)*"])
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hpml-env=bogus")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR

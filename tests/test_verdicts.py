@@ -1,0 +1,185 @@
+"""Verdicts that hold on a noisy runner: tolerance first, then the noise this machine has shown
+(within a run, between processes), a suspected regression confirmed in fresh processes, derived
+metrics that follow their timing, and a basis that says what each verdict rests on."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from pytest_hpml import verdicts
+from pytest_hpml.results import Metric, Record
+from pytest_hpml.verdicts import SUSPECT, compare_metric, compare_record
+
+
+def _m(value: float, better: str | None = "lower", samples: list[float] | None = None,
+       tolerance: float | None = None, history: list[float] | None = None) -> Metric:
+    return Metric("time", value, "s", better, samples=samples, tolerance=tolerance,
+                  history=history)
+
+
+def _samples(median: float, spread: float, n: int = 30, seed: int = 0) -> list[float]:
+    """n samples around `median`, uniformly +-spread (relative): a process's own noise."""
+    rng = random.Random(seed)
+    return [median * (1 + spread * (2 * rng.random() - 1)) for _ in range(n)]
+
+
+# -- tolerance, directions, new ------------------------------------------------------------------
+
+@pytest.mark.parametrize("better, old, new, verdict", [
+    ("lower", 1.0, 1.05, "unchanged"),
+    ("lower", 1.0, 1.2, "regressed"),
+    ("lower", 1.0, 0.8, "improved"),
+    ("higher", 1.0, 0.8, "regressed"),
+    ("higher", 1.0, 1.2, "improved"),
+    (None, 1.0, 2.0, "ambiguous"),  # no good direction: shown, never a regression
+    ("lower", 0.0, 0.0, "unchanged"),
+    ("lower", 0.0, 1.0, "regressed"),
+])
+def test_fixed_values_are_judged_by_the_tolerance(better, old, new, verdict) -> None:
+    m = compare_metric(_m(new, better), _m(old, better))
+    assert m.verdict == verdict
+    assert m.baseline == old and m.p_value is None
+    if old:
+        assert m.change == pytest.approx((new - old) / old)
+        assert m.mdc == pytest.approx(0.10)  # nothing but the tolerance is known
+
+
+def test_new_metric_and_per_metric_tolerance() -> None:
+    assert compare_metric(_m(1.0), None).verdict == "new"
+    assert compare_metric(_m(1.15), _m(1.0), tolerance=0.2).verdict == "unchanged"
+    assert compare_metric(_m(1.15), _m(1.0), tolerance=0.1).verdict == "regressed"
+    # A metric's own tolerance (record(tolerance=...) or the hpml marker) wins over the option.
+    assert compare_metric(_m(1.15, tolerance=0.5), _m(1.0), tolerance=0.1).verdict == \
+        "unchanged"
+
+
+@pytest.mark.parametrize("better", ["lower", "higher", None])
+@pytest.mark.parametrize("new", [float("nan"), float("inf")])
+def test_no_number_where_there_was_one_is_a_regression(better, new: float) -> None:
+    m = compare_metric(_m(new, better=better), _m(1.0, better=better))
+    assert m.verdict == "regressed" and "not a number" in m.basis
+    record = Record("r", "e", metrics=[m])
+    assert verdicts.failures(record) == [f"r time: {new} where the baseline has 1 s (the run "
+                                         "produced no number)"]
+
+
+def test_a_stored_nan_is_never_an_improvement() -> None:
+    assert compare_metric(_m(1.0), _m(float("nan"))).verdict == "ambiguous"
+
+
+# -- one process on each side: suspect, then confirmed or not ------------------------------------
+
+def test_a_slower_process_is_only_a_suspect_until_fresh_processes_confirm() -> None:
+    base = _m(1.0, samples=_samples(1.0, 0.02, seed=1))
+    # Identical code in a process that ran 14 % slow as a whole: samples of the two processes
+    # do not overlap, so the rank test alone would call it significant (p ~ 1e-11).
+    current = _m(1.14, samples=_samples(1.14, 0.02, seed=2))
+    first = compare_metric(current, base, can_confirm=True)
+    assert first.verdict == SUSPECT and first.p_value < 1e-6
+    # Two fresh processes land where the baseline was: the slow one was the process.
+    confirmed = compare_metric(_m(1.14, samples=_samples(1.14, 0.02, seed=2)), base,
+                               confirmations=[1.01, 0.99])
+    assert confirmed.verdict in ("unchanged", "ambiguous")
+    assert confirmed.change == pytest.approx(0.01)  # the median of the three processes
+
+
+def test_a_real_slowdown_is_confirmed_by_every_fresh_process() -> None:
+    base = _m(1.0, samples=_samples(1.0, 0.02, seed=1))
+    current = _m(1.31, samples=_samples(1.31, 0.02, seed=2))
+    m = compare_metric(current, base, confirmations=[1.29, 1.30])
+    assert m.verdict == "regressed"
+    assert m.change == pytest.approx(0.30)
+    assert "3 process(es): +31.0%, +29.0%, +30.0%" in m.basis
+    assert "beyond the" in m.basis and "this machine can detect" in m.basis
+    assert 0.10 <= m.mdc < 0.30
+
+
+def test_processes_that_disagree_leave_the_verdict_ambiguous_with_what_it_would_take() -> None:
+    base = _m(1.0)
+    m = compare_metric(_m(1.25), base, confirmations=[1.02, 1.5])
+    assert m.verdict == "ambiguous"
+    assert f"a change beyond {100 * m.mdc:.1f} % is needed to be caught" in m.basis
+    assert m.mdc > 0.25
+
+
+def test_without_confirmation_the_within_run_view_decides() -> None:
+    base = _m(1.0, samples=_samples(1.0, 0.02, seed=1))
+    current = _m(1.30, samples=_samples(1.30, 0.02, seed=2))
+    m = compare_metric(current, base, can_confirm=False)
+    assert m.verdict == "regressed" and "between-run spread unknown" in m.basis
+
+
+def test_a_change_far_beyond_the_noise_regresses_even_on_a_noisy_run() -> None:
+    # IQR 18 % of the median (the old rule called this run too noisy for any verdict), but
+    # +153 % is far beyond anything that spread can explain.
+    base = _m(1.0, samples=_samples(1.0, 0.18, n=100, seed=3))
+    current = _m(2.53, samples=_samples(2.53, 0.18, n=100, seed=4))
+    m = compare_metric(current, base, confirmations=[2.5, 2.6])
+    assert m.verdict == "regressed"
+    assert compare_metric(_m(2.53, samples=_samples(2.53, 0.18, n=100, seed=4)), base,
+                          can_confirm=False).verdict == "regressed"
+
+
+def test_samples_that_overlap_that_much_cannot_carry_a_verdict() -> None:
+    old = [0.5, 1.5, 0.7, 1.3, 0.9, 1.1, 1.0, 0.6, 1.4, 1.0]
+    new = [0.6, 1.9, 0.8, 1.6, 1.3, 1.4, 1.3, 0.7, 1.8, 1.2]
+    m = compare_metric(_m(1.3, samples=new), _m(1.0, samples=old))
+    assert m.verdict == "ambiguous" and m.change == pytest.approx(0.3)
+    assert m.mdc > 0.3 and "within-run" in m.basis
+
+
+# -- history: the between-run spread this machine has shown ---------------------------------------
+
+def test_history_sets_the_detectable_change() -> None:
+    quiet = _m(1.0, history=[1.0, 1.01, 0.99, 1.0, 1.02])  # processes agree within ~1 %
+    noisy = _m(1.0, history=[1.0, 1.2, 0.85, 1.1, 0.9])  # processes differ by ~15 %
+    a = compare_metric(_m(1.2), quiet)
+    b = compare_metric(_m(1.2), noisy)
+    assert a.verdict == "regressed" and a.mdc < 0.2
+    assert b.verdict == "ambiguous" and b.mdc > 0.2
+    assert "from 5 stored and 1 current process(es)" in a.basis
+
+
+def test_the_reference_is_the_median_of_the_stored_runs() -> None:
+    # One fast baseline process among five does not make every later run look slow.
+    m = compare_metric(_m(1.0), _m(0.8, history=[1.0, 1.0, 0.99, 1.01, 0.8]))
+    assert m.verdict == "unchanged" and m.change == pytest.approx(0.0)
+
+
+# -- derived metrics and whole records ------------------------------------------------------------
+
+def test_a_derived_metric_follows_its_timing() -> None:
+    time = Metric("time", 1.3, "s", "lower")
+    bandwidth = Metric("bandwidth", 1 / 1.3, "B/s", "higher", derived_from="time")
+    old = {"time": Metric("time", 1.0, "s", "lower"),
+           "bandwidth": Metric("bandwidth", 1.0, "B/s", "higher")}
+    record = Record("r", "e", metrics=[time, bandwidth])
+    compare_record(record, old, confirmations={"time": [1.31, 1.29],
+                                               "bandwidth": [0.76, 0.78]})
+    assert time.verdict == bandwidth.verdict == "regressed"
+    assert bandwidth.basis.startswith("follows time: ")
+    assert bandwidth.change == pytest.approx(1 / 1.3 - 1)
+
+
+def test_a_record_reports_missing_metrics() -> None:
+    old = {"time": Metric("time", 1.0, "s", "lower"),
+           "bandwidth": Metric("bandwidth", 5e9, "B/s", "higher")}
+    current = Record("r", "exp", metrics=[Metric("time", 1.0, "s", "lower"),
+                                          Metric("flops", 1e9, "FLOP/s", "higher")])
+    missing = compare_record(current, old)
+    assert [m.verdict for m in current.metrics] == ["unchanged", "new"]
+    assert [(m.name, m.verdict, m.baseline) for m in missing] == [("bandwidth", "missing", 5e9)]
+    assert verdicts.failures(Record("r", "e", metrics=missing))[0].startswith(
+        "r bandwidth: in the baseline (5e+09 B/s) but not recorded by this run")
+
+
+def test_minimum_detectable_change_grows_with_the_spread_and_shrinks_with_runs() -> None:
+    spread = verdicts.Noise(between=0.05, dof=4, within=0.0)
+    few = verdicts.minimum_detectable_change(spread, 1, 1, 0.0, 0.01)
+    more = verdicts.minimum_detectable_change(spread, 3, 5, 0.0, 0.01)
+    wider = verdicts.minimum_detectable_change(verdicts.Noise(0.10, 4, 0.0), 3, 5, 0.0, 0.01)
+    assert few > more and wider > more
+    assert more == pytest.approx(math.expm1(3.7469 * 0.05 * math.sqrt(1 / 3 + 1 / 5)), rel=1e-3)
