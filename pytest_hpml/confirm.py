@@ -2,15 +2,22 @@
 before the verdict is final, so a CI failure means something. The cost is paid only where a
 regression is suspected.
 
-A rerun is `python -m pytest <nodeid>` in the test's rootdir with the run's own --hpml-*
-options (profile, timing policy, data root ...) and a JSON report; its records are read back.
-Fresh processes, because the noise that fools a comparison lives between processes (allocator
-state, thread placement, clocks), where samples of one process cannot see it.
+A rerun is `pytest <nodeid>` in the test's rootdir with the run's own --hpml-* options
+(profile, timing policy, data root ...) and a JSON report; its records are read back. Fresh
+processes, because the noise that fools a comparison lives between processes (allocator state,
+thread placement, clocks), where samples of one process cannot see it.
+
+Each rerun is forked from a forkserver that has imported torch and pytest once and run nothing
+(so a rerun starts with a fresh allocator and no thread pools, as a new process does, without
+paying seconds of imports each time); where the platform has no forkserver, a plain
+`python -m pytest` subprocess.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import subprocess
 import sys
 import tempfile
@@ -40,31 +47,72 @@ def passed_options(option: Any) -> list[str]:
     return args
 
 
-def rerun_command(item: pytest.Item, profile: str, report: Path) -> list[str]:
+def pytest_args(item: pytest.Item, profile: str, report: Path) -> list[str]:
+    """pytest's arguments for one rerun of `item` writing its records to `report`."""
     config = item.config
-    command = [sys.executable, "-m", "pytest", item.nodeid, "-q", "-p", "no:cacheprovider",
-               f"--rootdir={config.rootpath}", f"--hpml-profile={profile}",
-               f"--hpml-report={report}", "--hpml-confirm=0", *passed_options(config.option)]
+    args = [item.nodeid, "-q", "-p", "no:cacheprovider", f"--rootdir={config.rootpath}",
+            f"--hpml-profile={profile}", f"--hpml-report={report}", "--hpml-confirm=0",
+            *passed_options(config.option)]
     if config.inipath:
-        command[4:4] = ["-c", str(config.inipath)]
+        args[1:1] = ["-c", str(config.inipath)]
     if config.pluginmanager.has_plugin("xdist"):
-        command += ["-p", "no:xdist"]
-    return command
+        args += ["-p", "no:xdist"]
+    return args
 
 
-def rerun(item: pytest.Item, profile: str, runs: int,
-          run: Any = subprocess.run) -> tuple[list[list[Record]], list[str]]:
+def _forked_pytest(args: list[str], cwd: str, log: str) -> None:
+    """A rerun's process body (forked from the forkserver): pytest's output to a log."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.chdir(cwd)
+    import pytest as fresh_pytest
+
+    code = fresh_pytest.main(args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(code))
+
+
+def forkserver() -> Any | None:
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return None  # pragma: no cover - Windows, macOS spawn-only builds
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["torch", "pytest", "pytest_hpml.plugin"])
+    return context
+
+
+def run_forked(args: list[str], cwd: Path, log: Path) -> tuple[int, str]:
+    context = forkserver()
+    if context is None:  # pragma: no cover - platforms without a forkserver
+        done = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd,
+                              capture_output=True, text=True, timeout=RERUN_TIMEOUT)
+        return done.returncode, done.stdout + done.stderr
+    process = context.Process(target=_forked_pytest, args=(args, str(cwd), str(log)),
+                              name="hpml-confirm")
+    process.start()
+    process.join(RERUN_TIMEOUT)
+    if process.is_alive():
+        process.kill()
+        process.join()
+        return -9, f"killed after {RERUN_TIMEOUT:g} s"
+    output = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    return process.exitcode or 0, output
+
+
+def rerun(item: pytest.Item, profile: str, runs: int, run: Any = run_forked
+          ) -> tuple[list[list[Record]], list[str]]:
     """The test's records from `runs` fresh processes, and what went wrong in any that failed
     (a rerun that fails its own checks confirms nothing)."""
     records, problems = [], []
     with tempfile.TemporaryDirectory(prefix="hpml-confirm-") as folder:
         for i in range(runs):
             report = Path(folder, f"rerun-{i}.json")
-            done = run(rerun_command(item, profile, report), cwd=item.config.rootpath,
-                       capture_output=True, text=True, timeout=RERUN_TIMEOUT)
-            if done.returncode != 0 or not report.exists():
-                tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-                problems.append(f"rerun {i + 1} exited {done.returncode}: " + " | ".join(tail))
+            code, output = run(pytest_args(item, profile, report), item.config.rootpath,
+                               Path(folder, f"rerun-{i}.log"))
+            if code != 0 or not report.exists():
+                tail = output.strip().splitlines()[-3:]
+                problems.append(f"rerun {i + 1} exited {code}: " + " | ".join(tail))
                 continue
             document = json.loads(report.read_text(encoding="utf-8"))
             records.append([Record.from_dict(r) for r in document["records"]])

@@ -236,6 +236,7 @@ def gpus_needed(item: pytest.Item) -> int:
 
 # -- pytest hooks -------------------------------------------------------------------------------
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped with a reason when there "
                             "is none")

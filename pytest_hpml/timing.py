@@ -155,6 +155,10 @@ class CudaClock:
     MAX_BUSY_WAIT = 0.05
     #: Busy-wait per second of expected queueing: a margin for host jitter.
     BUSY_WAIT_MARGIN = 1.5
+    #: A batch measured while the SM clock was below this share of its maximum was throttled
+    #: (power or thermal limits): its samples describe the cooling, not the kernel (nvbench
+    #: drops them too).
+    THROTTLE_RATIO = 0.9
 
     def __init__(
         self,
@@ -164,24 +168,53 @@ class CudaClock:
         device: str = "cuda",
         busy_wait: Callable[[float], Any] | None = None,
         now: Callable[[], float] = time.perf_counter,
+        sm_clock: Callable[[], tuple[float, float]] | None = None,
     ) -> None:
         self._event = event_factory
         self._synchronize = synchronize
         self._flush_l2 = flush_l2
         self._busy_wait = busy_wait
         self._now = now
+        self._sm_clock = sm_clock  # () -> (current, maximum) SM clock, e.g. through NVML
         self._host_per_sample = self.FIRST_HOST_ESTIMATE
         self.device = device
+        self.flushes_l2 = flush_l2 is not None
+        self.throttled = 0  # samples dropped because the clock was throttled
+        self.clocks: list[float] = []  # SM clock after each batch
 
     def run(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]:
         out: list[float] = []
+        kept_throttled: list[float] = []
+        attempts = 0
         while len(out) < count:
             part = count - len(out)
             if self._busy_wait is not None:
                 fits = int(self.MAX_BUSY_WAIT / (self.BUSY_WAIT_MARGIN * self._host_per_sample))
                 part = max(1, min(part, fits))
-            out.extend(self._run_batch(fn, part, inner))
+            samples = self._run_batch(fn, part, inner)
+            attempts += 1
+            if self._throttled():
+                self.throttled += len(samples)
+                kept_throttled += samples
+                if attempts < 3 * max(1, count):
+                    continue
+                out.extend(kept_throttled[:count - len(out)])  # throttled throughout: keep
+                break
+            out.extend(samples)
         return out
+
+    def _throttled(self) -> bool:
+        if self._sm_clock is None:
+            return False
+        current, maximum = self._sm_clock()
+        self.clocks.append(current)
+        return maximum > 0 and current < self.THROTTLE_RATIO * maximum
+
+    def warnings(self) -> list[str]:
+        if not self.throttled:
+            return []
+        return [f"{self.throttled} sample(s) taken while the SM clock was below "
+                f"{self.THROTTLE_RATIO:.0%} of its maximum (throttled) were measured again"]
 
     def _run_batch(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]:
         if self._busy_wait is not None:
@@ -259,7 +292,20 @@ def _cuda_clock(device: Any, cold_l2: bool) -> CudaClock:  # pragma: no cover - 
         flush_l2=flush,
         device=str(device),
         busy_wait=lambda seconds: torch.cuda._sleep(int(seconds * rate)),
+        sm_clock=_nvml_sm_clock(torch.device(device)),
     )
+
+
+def _nvml_sm_clock(device: Any) -> Callable[[], tuple[float, float]] | None:  # pragma: no cover
+    """(current, maximum) SM clock in MHz through NVML; None without nvidia-ml-py."""
+    from pytest_hpml.utilization import NvmlSource
+
+    source = NvmlSource.for_device(device)
+    if source is None:
+        return None
+    nvml, handle = source.nvml, source.handle
+    maximum = nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)
+    return lambda: (nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM), maximum)
 
 
 def measure(
@@ -280,7 +326,8 @@ def measure(
 
     warm = clock.run(call, config.warmup, 1)
     inner = 1
-    if not config.cold_l2 and clock.device == "cpu":
+    flushes = bool(getattr(clock, "flushes_l2", False))
+    if not flushes and clock.device == "cpu":
         # Later warm-up calls show the steady state; with one warm-up call the first (slow)
         # call is all there is, which errs towards fewer repeats, never towards more.
         fastest_warm = min(warm[1:] or warm)
@@ -321,7 +368,9 @@ def measure(
             f"takes ~{per_call:.3g} s and the time cap is {config.max_time:g} s (floor "
             f"{MIN_SAMPLES_FLOOR}); raise --hpml-max-time or @pytest.mark.hpml(max_time=...) "
             "for more")
-    timing = Timing(samples=samples, device=clock.device, inner=inner, cold_l2=config.cold_l2,
+    warnings += getattr(clock, "warnings", list)()
+    # cold_l2 says what happened: a host clock never flushes, whatever the test asked for.
+    timing = Timing(samples=samples, device=clock.device, inner=inner, cold_l2=flushes,
                     warnings=warnings, result=last[0])
     ratio = noise_ratio(timing.summary)
     if ratio is not None:

@@ -38,8 +38,8 @@ class NvmlSource:
               Series("gpu_memory_used", "B"), Series("sm_clock", "Hz"))
 
     def __init__(self, handle: Any, nvml: Any) -> None:
-        self._handle = handle
-        self._nvml = nvml
+        self.handle = handle
+        self.nvml = nvml
 
     @classmethod
     def for_device(cls, device: Any) -> NvmlSource | None:  # pragma: no cover - needs a GPU
@@ -63,10 +63,10 @@ class NvmlSource:
             return None
 
     def read(self) -> tuple[float, ...]:
-        nvml = self._nvml
-        rates = nvml.nvmlDeviceGetUtilizationRates(self._handle)
-        memory = nvml.nvmlDeviceGetMemoryInfo(self._handle)
-        clock_mhz = nvml.nvmlDeviceGetClockInfo(self._handle, nvml.NVML_CLOCK_SM)
+        nvml = self.nvml
+        rates = nvml.nvmlDeviceGetUtilizationRates(self.handle)
+        memory = nvml.nvmlDeviceGetMemoryInfo(self.handle)
+        clock_mhz = nvml.nvmlDeviceGetClockInfo(self.handle, nvml.NVML_CLOCK_SM)
         return (float(rates.gpu), float(rates.memory), float(memory.used), clock_mhz * 1e6)
 
 

@@ -341,3 +341,36 @@ def test_measure_on_cuda_synchronizes_once_per_batch() -> None:
     assert timing.inner == 1  # event timing is never batched into inner repeats
     assert timing.n == sum(batches[1:])
     assert sorted({round(s * 1e4) for s in timing.samples}) == [8, 10, 13]
+
+
+def test_batches_measured_while_the_sm_clock_was_throttled_are_measured_again() -> None:
+    gpu = FakeGpu()
+    clocks = iter([1980.0, 1200.0, 1980.0, 1980.0])  # the second batch ran throttled
+    clock = CudaClock(gpu.event, gpu.synchronize, sm_clock=lambda: (next(clocks), 1980.0))
+    calls = itertools.count()
+
+    def kernel() -> None:
+        # 1 ms normally; 3 ms while throttled (the batch that reads 1200 MHz afterwards).
+        gpu.kernel("fn", 3.0 if 2 <= next(calls) < 4 else 1.0)
+
+    first = clock.run(kernel, count=2, inner=1)
+    second = clock.run(kernel, count=2, inner=1)
+    assert first == [pytest.approx(1e-3)] * 2 and second == [pytest.approx(1e-3)] * 2
+    assert clock.throttled == 2
+    assert "2 sample(s) taken while the SM clock was below 90%" in clock.warnings()[0]
+
+
+def test_a_clock_throttled_throughout_still_returns_its_samples() -> None:
+    gpu = FakeGpu()
+    clock = CudaClock(gpu.event, gpu.synchronize, sm_clock=lambda: (1000.0, 1980.0))
+    out = clock.run(lambda: gpu.kernel("fn", 2.0), count=3, inner=1)
+    assert len(out) == 3 and clock.throttled >= 3 and clock.warnings()
+
+
+def test_a_host_clock_in_a_cold_l2_test_flushes_nothing_and_says_so() -> None:
+    # @pytest.mark.hpml(cold_l2=True) asks the device clock to flush; the host rows of the same
+    # test (a C++ loop, a whole program) keep repeating short calls and are not labelled cold.
+    clock = FakeClock(itertools.repeat(1e-7))
+    timing = measure(lambda: None, clock=clock, wall_ns=clock.wall_ns,
+                     config=TimingConfig(min_samples=10, max_time=100.0, cold_l2=True))
+    assert timing.inner >= 200 and timing.cold_l2 is False

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from suites.common.precision import fp32_math
 from suites.complexity.bytes_moved import count_forward_bytes
 from suites.complexity.flops import count_forward_flops
 from suites.complexity.models import build_model
@@ -47,14 +48,11 @@ def infer(net: nn.Module, images: torch.Tensor) -> torch.Tensor:
 @contextlib.contextmanager
 def true_fp32(device: torch.device) -> Iterator[None]:
     """cuDNN runs fp32 convolutions on TF32 tensor cores by default, which the fp32 matmul
-    ceiling (TF32 off for matmul by default) does not; switch it off so time and peak describe
-    the same arithmetic. Nothing to do on CPU."""
+    ceiling (IEEE fp32 for matmul by default) does not: inside the block both run in IEEE fp32,
+    so time and peak describe the same arithmetic. Through the fp32_precision API (torch 2.9+
+    raises when it is mixed with the legacy allow_tf32 flags). Nothing to do on CPU."""
     if device.type != "cuda":
         yield
         return
-    saved = torch.backends.cudnn.allow_tf32  # GPU path: never run on the CPU-only dev machine
-    torch.backends.cudnn.allow_tf32 = False
-    try:
+    with fp32_math(matmul="ieee", conv="ieee"):
         yield
-    finally:
-        torch.backends.cudnn.allow_tf32 = saved

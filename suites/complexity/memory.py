@@ -151,7 +151,8 @@ def measure_step_memory(
         training_step(model, optimizer, images, labels)
 
     if images.device.type == "cuda":
-        peak_above_start, method = _cuda_peak_allocated(step), "torch.cuda.max_memory_allocated"
+        peak_above_start = _cuda_peak_allocated(step, images.device)
+        method = "torch.cuda.max_memory_allocated"
     else:
         peak_above_start, method = cpu_peak_allocated(step), "torch.profiler CPU allocator events"
     peak = live_before + peak_above_start
@@ -168,12 +169,15 @@ def measure_step_memory(
     )
 
 
-def _cuda_peak_allocated(step: Callable[[], None]) -> int:  # GPU path: never run on CPU CI
+def _cuda_peak_allocated(step: Callable[[], None], device: torch.device | None = None) -> int:
     """Like cpu_peak_allocated: the high-water mark above what was allocated when the step
-    started, so tensors other tests left alive in this process do not count."""
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    start = torch.cuda.memory_allocated()
+    started, so tensors other tests left alive in this process do not count. The counters are
+    those of `device` (the step's, which need not be the current device)."""
+    # Work queued before the step frees its memory in stream order: let it finish first.
+    torch.cuda.synchronize(device)
+    # The peak restarts at what is allocated now, not at the process's high-water mark so far.
+    torch.cuda.reset_peak_memory_stats(device)
+    start = torch.cuda.memory_allocated(device)
     step()
-    torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated() - start
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - start

@@ -1,9 +1,11 @@
 """Q2: actual memory of one training step (SGD with momentum) against the theoretical parameter
-memory, and what the rest is: gradients, optimizer state, activations."""
+memory, and what the rest is: gradients, optimizer state, activations. The CUDA peak reader is
+checked on any machine against fake torch.cuda counters."""
 
 import pytest
 import torch
 
+from suites.complexity import memory
 from suites.complexity.memory import measure_step_memory
 from suites.complexity.models import build_model, image_size, num_classes, parameter_bytes
 from suites.complexity.sizes import MEMORY_BATCHES, MEMORY_MODELS
@@ -47,3 +49,49 @@ def test_training_step_memory(hpml, device: str, model: str, batch: int) -> None
     resident = step.parameters + step.optimizer_state + step.batch
     assert step.peak >= resident + step.activations
     assert step.peak >= resident + step.gradients
+
+
+class FakeCudaCounters:
+    """torch.cuda's allocator counters for one device: current and peak bytes, a log of calls."""
+
+    def __init__(self, allocated: int, stale_peak: int):
+        self.allocated, self.peak = allocated, stale_peak
+        self.log: list[str] = []
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        for name in ("synchronize", "reset_peak_memory_stats", "memory_allocated",
+                     "max_memory_allocated"):
+            monkeypatch.setattr(memory.torch.cuda, name, getattr(self, name))
+
+    def synchronize(self, device=None) -> None:
+        self.log.append(f"synchronize {device}")
+
+    def reset_peak_memory_stats(self, device=None) -> None:
+        self.log.append(f"reset {device}")
+        self.peak = self.allocated
+
+    def memory_allocated(self, device=None) -> int:
+        self.log.append(f"allocated {device}")
+        return self.allocated
+
+    def max_memory_allocated(self, device=None) -> int:
+        self.log.append(f"peak {device}")
+        return self.peak
+
+    def step(self, *sizes: int) -> None:
+        """Allocate (> 0) and free (< 0) in order, as a training step does."""
+        self.log.append("step")
+        for size in sizes:
+            self.allocated += size
+            self.peak = max(self.peak, self.allocated)
+
+
+def test_cuda_peak_is_the_step_high_water_mark_above_its_start(monkeypatch):
+    # 3 GB left alive by earlier tests, and a 9 GB peak from one of them that must not count.
+    counters = FakeCudaCounters(allocated=3_000, stale_peak=9_000)
+    counters.install(monkeypatch)
+    device = torch.device("cuda", 1)
+    peak = memory._cuda_peak_allocated(lambda: counters.step(+500, +700, -400, +100), device)
+    assert peak == 1_200  # 3_000 + 500 + 700 is the high-water mark, 1_200 above the start
+    assert counters.log == [f"synchronize {device}", f"reset {device}", f"allocated {device}",
+                            "step", f"synchronize {device}", f"peak {device}"]

@@ -12,6 +12,8 @@ weights, activations, int32 biases, integer-only inference on a Triton int8 GEMM
     plots.py           histograms for steps a and c
 
 Steps -> tests: a-e in test_quantization_steps; the kernel in test_quantization_int8_gemm
-(correctness) and test_quantization_benchmark (GPU throughput); the fixed-point rescale in
+(correctness, each GPU autotune config included, and the autotuner's pruning) and
+test_quantization_benchmark (GPU throughput; on CPU, that its timed calls do nothing but the
+product); the fixed-point rescale in
 test_quantization_fixed_point; bad input in test_quantization_bad_input.
 """

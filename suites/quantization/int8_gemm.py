@@ -8,12 +8,16 @@
 An int32 bias lives in the accumulator's scale (S_a * S_b, Jacob et al.); a float32 bias is added
 after the scales. Kernel structure follows Triton's matmul tutorial: grouped program order for
 L2 reuse, explicit K masks, constexpr block sizes, autotune configs listed here for the GPU. Under
-TRITON_INTERPRET=1 every autotune config would be interpreted, so the CPU uses one fixed config.
+TRITON_INTERPRET=1 every autotune config would be interpreted, so the CPU uses one config sized
+to the problem; the tests still run each GPU config once in the interpreter, at a small odd
+shape (`_launch(..., config=...)`), so its masks and program order are checked before a GPU
+compiles it.
 """
 from __future__ import annotations
 
 import enum
 import os
+from typing import Any
 
 import torch
 import triton
@@ -128,8 +132,29 @@ def int8_gemm_kernel(
         tl.store(c_ptrs, out.to(tl.int8), mask=c_mask)
 
 
+def prune_oversized_tiles(configs: list[triton.Config], named_args: dict[str, Any],
+                          **kwargs: Any) -> list[triton.Config]:
+    """The autotuner's early prune: drop configs whose tile is far larger than the problem.
+
+    A tile more than twice the problem's size rounded up to a power of two, along M, N or K,
+    launches the same programs as a smaller one and computes mostly padding; on a cold Triton
+    cache each such config is one more compilation per flag combination (the CNN's N = 6 .. 120
+    layers would compile and time the 256-wide tiles for six columns). Along each dimension the
+    smallest block in the list always stays, so some config remains for any problem."""
+    kept = list(configs)
+    for dim in ("M", "N", "K"):
+        block = f"BLOCK_{dim}"
+        smallest = min(cfg.kwargs[block] for cfg in configs)
+        limit = max(2 * triton.next_power_of_2(int(named_args[dim])), smallest)
+        kept = [cfg for cfg in kept if cfg.kwargs[block] <= limit]
+    # Each dimension keeps its own smallest block, but no single config need hold all three.
+    return kept or [min(configs, key=lambda cfg: cfg.kwargs["BLOCK_M"] * cfg.kwargs["BLOCK_N"]
+                                                 * cfg.kwargs["BLOCK_K"])]
+
+
 int8_gemm_autotuned = triton.autotune(
     configs=GPU_CONFIGS, key=["M", "N", "K", "EPILOGUE", "BIAS", "HAS_ROW_SCALE", "HAS_COL_SCALE"],
+    prune_configs_by={"early_config_prune": prune_oversized_tiles},
 )(int8_gemm_kernel)
 
 assert M0_BITS == 31  # the kernel's "+ 31" is fixed_point.M0_BITS
@@ -184,6 +209,19 @@ def int8_gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = N
     """A @ B with int32 accumulation and the epilogue chosen by the arguments (module doc).
 
     Returns int32 (no scales, no multiplier), float32 (row/col scales) or int8 (multiplier)."""
+    return _int8_gemm(a, b, bias=bias, row_scale=row_scale, col_scale=col_scale,
+                      multiplier=multiplier, zero_point=zero_point, qmin=qmin, qmax=qmax)
+
+
+def _int8_gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None,
+               row_scale: torch.Tensor | None = None, col_scale: torch.Tensor | None = None,
+               multiplier: FixedPointMultiplier | None = None, zero_point: int = 0,
+               qmin: int = -128, qmax: int = 127, config: triton.Config | None = None,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+    """int8_gemm with two hooks for the tests. `config`: run this one triton.Config (a GPU
+    config under the interpreter, say) instead of the autotuner's or the interpreter's choice.
+    `out`: the tensor the kernel writes, so that a test can poison it first and see an element
+    no program wrote."""
     _check_operands(a, b)
     epilogue, bias_mode = _epilogue(bias, row_scale, col_scale, multiplier)
     if a.device.type == "cpu" and not interpreting():
@@ -200,13 +238,19 @@ def int8_gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = N
         if t is not None and torch.as_tensor(t).numel() not in (1, n):
             raise ValueError(f"{name} must have 1 or {n} elements, "
                              f"got {torch.as_tensor(t).numel()}")
-    c = torch.empty((M, N), dtype=out_dtype, device=a.device)
+    if out is None:
+        c = torch.empty((M, N), dtype=out_dtype, device=a.device)
+    elif out.shape != (M, N) or out.dtype != out_dtype or out.device != a.device:
+        raise ValueError(f"out must be a ({M}, {N}) {out_dtype} tensor on {a.device}, got "
+                         f"{tuple(out.shape)} {out.dtype} on {out.device}")
+    else:
+        c = out
     if M == 0 or N == 0:
         return c
     if K == 0:  # an empty sum; the kernel would never run its loop
-        return int8_gemm_reference(a, b, bias=bias, row_scale=row_scale, col_scale=col_scale,
-                                   multiplier=multiplier, zero_point=zero_point, qmin=qmin,
-                                   qmax=qmax)
+        return c.copy_(int8_gemm_reference(a, b, bias=bias, row_scale=row_scale,
+                                           col_scale=col_scale, multiplier=multiplier,
+                                           zero_point=zero_point, qmin=qmin, qmax=qmax))
 
     def vector(t: torch.Tensor | None, dtype: torch.dtype, n: int) -> torch.Tensor:
         if t is None:
@@ -226,15 +270,23 @@ def int8_gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = N
     )
     flags = {"EPILOGUE": int(epilogue), "BIAS": int(bias_mode),
              "HAS_ROW_SCALE": row_scale is not None, "HAS_COL_SCALE": col_scale is not None}
-    if interpreting():
-        cfg = _interpreter_config(M, N, K)
-        grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
-        int8_gemm_kernel[grid](*args, **flags, **cfg)
-    else:  # GPU path: never run on this project's CPU-only machines
-        def grid(meta):
+    _launch(args, flags, M, N, K, config)
+    return c
+
+
+def _launch(args: tuple, flags: dict[str, Any], M: int, N: int, K: int,
+            config: triton.Config | None) -> None:
+    """Run the kernel with `config`, else the autotuner's choice on a GPU and a problem-sized
+    config in the interpreter."""
+    if config is None and not interpreting():  # GPU path: the autotuner compiles and times
+        def grid(meta: dict[str, Any]) -> tuple[int]:
             return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
         int8_gemm_autotuned[grid](*args, **flags)
-    return c
+        return
+    # all_kwargs: the block sizes and num_warps / num_stages (the interpreter ignores those).
+    meta = (config.all_kwargs() if config is not None else _interpreter_config(M, N, K))
+    grid = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+    int8_gemm_kernel[grid](*args, **flags, **meta)
 
 
 def int8_gemm_reference(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None,

@@ -1,6 +1,8 @@
 """The Triton int8 GEMM, bit for bit against torch's integer reference of the same contract:
 odd shapes (M, N, K not multiples of any block size), strided B (a weight's transpose), and
-every epilogue: int32 (+ bias), float scales (+ bias), fixed-point requantize to int8.
+every epilogue: int32 (+ bias), float scales (+ bias), fixed-point requantize to int8. Then every
+GPU autotune config on its own, at shapes cut to its tiles, and the autotuner's pruning of tiles
+far larger than the problem.
 
 On CPU this runs in Triton's interpreter; on a GPU the same test runs the compiled, autotuned
 kernel (the cuda case, marked gpu)."""
@@ -8,9 +10,20 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+from triton.runtime.errors import OutOfResources
 
+from suites.quantization import int8_gemm as int8_gemm_module
 from suites.quantization.fixed_point import FixedPointMultiplier
-from suites.quantization.int8_gemm import int8_gemm, int8_gemm_reference, interpreting
+from suites.quantization.int8_gemm import (
+    GPU_CONFIGS,
+    _int8_gemm,
+    int8_gemm,
+    int8_gemm_autotuned,
+    int8_gemm_reference,
+    interpreting,
+    prune_oversized_tiles,
+)
 
 pytestmark = [pytest.mark.quantization, pytest.mark.int8]
 
@@ -121,3 +134,167 @@ def test_bad_operands_are_clear_errors():
                   multiplier=FixedPointMultiplier.from_real(0.1, channels=4))
     with pytest.raises(TypeError, match="bias must be int32"):
         int8_gemm(a, torch.zeros(8, 4, dtype=torch.int8), bias=torch.zeros(4))
+
+
+# -- every GPU config, one at a time ------------------------------------------------------------
+# The interpreter otherwise only ever runs the problem-sized config of _interpreter_config: the
+# GPU configs' block sizes and GROUP_M would first meet their masks on a GPU.
+
+INT32_POISON = -2**31  # no int8 product with a bias in +-2^20 reaches it
+INT8_POISON = -128  # outside the [qmin, qmax] = [-100, 100] the test asks for
+
+
+def _config_id(cfg: triton.Config) -> str:
+    kw = cfg.kwargs
+    return (f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']}-g{kw['GROUP_M']}"
+            f"-w{cfg.num_warps}-s{cfg.num_stages}")
+
+
+def _odd_shapes(cfg: triton.Config) -> dict[str, tuple[int, int, int]]:
+    """(M, N, K) that put every mask and the program order of `cfg` to work, as small as that
+    allows: N = two column blocks, the second ragged; K = two K steps, the second ragged
+    (masked loads); M either below one row block (the tile wraps around the rows) or GROUP_M row
+    blocks and a ragged one (a full group, then a group of one: the grouped ordering)."""
+    bm, bn, bk, group = (cfg.kwargs[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"))
+    n, k = bn + 13, bk + 29
+    return {"small": (min(37, bm - 1), n, k), "groups": (group * bm + 37, n, k)}
+
+
+@pytest.mark.parametrize("config", GPU_CONFIGS, ids=_config_id)
+def test_each_gpu_config_is_exact_at_odd_shapes(hpml, device, config):
+    device = _device(hpml)
+    hpml.experiment = "int8 GEMM: every GPU config at odd shapes"
+    hpml.param(config=_config_id(config))
+    shapes = _odd_shapes(config)
+    m, n, k = shapes["groups"]
+    assert triton.cdiv(m, config.kwargs["BLOCK_M"]) == config.kwargs["GROUP_M"] + 1
+    assert triton.cdiv(n, config.kwargs["BLOCK_N"]) == 2
+    assert triton.cdiv(k, config.kwargs["BLOCK_K"]) == 2
+    try:
+        for label, (m, n, k) in shapes.items():
+            a, b = _operands(m, n, k, device, seed=5)
+            bias = torch.randint(-2 ** 20, 2 ** 20, (n,), dtype=torch.int32).to(device)
+            # Poisoned output: an element that no program writes cannot match the truth.
+            out = torch.full((m, n), INT32_POISON, dtype=torch.int32, device=device)
+            _int8_gemm(a, b, bias=bias, config=config, out=out)
+            truth = (a.cpu().long() @ b.cpu().long() + bias.cpu().long()).to(torch.int32)
+            hpml.check_close(out.cpu(), truth, rtol=0, atol=0, name=f"int32_{label}")
+        # The epilogues' row and column loads are masked by the tile too: the small shape, where
+        # the tile overhangs the problem most, checks them.
+        m, n, k = shapes["small"]
+        _check_float_epilogue(hpml, config, m, n, k, device)
+        _check_requantize_epilogue(hpml, config, m, n, k, device)
+    except OutOfResources as exc:  # pragma: no cover - only a GPU compiles, and may refuse
+        # The autotuner skips such a config on this GPU the same way.
+        pytest.skip(f"config {_config_id(config)} does not fit this GPU: {exc}")
+
+
+def _check_float_epilogue(hpml, config: triton.Config, m: int, n: int, k: int,
+                          device: torch.device) -> None:
+    a, b = _operands(m, n, k, device, seed=6)
+    g = torch.Generator().manual_seed(7)
+    row = (torch.rand(m, generator=g) * 0.02 + 1e-3).to(device)
+    col = (torch.rand(n, generator=g) * 0.02 + 1e-3).to(device)
+    bias = torch.randn(n, generator=g).to(device)
+    out = torch.full((m, n), float("nan"), device=device)
+    _int8_gemm(a, b, row_scale=row, col_scale=col, bias=bias, config=config, out=out)
+    expected = int8_gemm_reference(a, b, row_scale=row, col_scale=col, bias=bias)
+    tol = 0 if device.type == "cpu" else 1e-6  # a GPU may contract to an FMA
+    hpml.check_close(out.cpu(), expected.cpu(), rtol=tol, atol=tol, name="float_small")
+
+
+def _check_requantize_epilogue(hpml, config: triton.Config, m: int, n: int, k: int,
+                               device: torch.device) -> None:
+    a, b = _operands(m, n, k, device, seed=8)
+    g = torch.Generator().manual_seed(9)
+    bias = torch.randint(-5000, 5000, (n,), generator=g, dtype=torch.int32).to(device)
+    typical = 100 / (128 * 74 * k ** 0.5)  # as in test_requantize_epilogue_is_bit_exact
+    multiplier = FixedPointMultiplier.from_real(
+        typical * 10 ** (torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1))
+    kwargs = dict(bias=bias, multiplier=multiplier, zero_point=-5, qmin=-100, qmax=100)
+    out = torch.full((m, n), INT8_POISON, dtype=torch.int8, device=device)
+    _int8_gemm(a, b, **kwargs, config=config, out=out)
+    expected = int8_gemm_reference(a, b, **kwargs)
+    hpml.check_close(out.cpu().int(), expected.cpu().int(), rtol=0, atol=0,
+                     name="requantize_small")
+
+
+class _LaunchSpy:
+    """Stands in for a Triton kernel: `kernel[grid](*args, **kwargs)` records, runs nothing."""
+
+    def __init__(self) -> None:
+        self.launches: list[tuple[object, tuple, dict]] = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.launches.append((grid, args, kwargs))
+
+
+def test_launch_runs_the_given_config(monkeypatch):
+    spy = _LaunchSpy()
+    monkeypatch.setattr(int8_gemm_module, "int8_gemm_kernel", spy)
+    config = GPU_CONFIGS[-1]
+    a, b = _operands(37, 29, 93, torch.device("cpu"))
+    _int8_gemm(a, b, config=config)
+    (grid, args, kwargs), = spy.launches
+    bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
+    assert grid == (triton.cdiv(37, bm) * triton.cdiv(29, bn),)
+    assert {k: kwargs[k] for k in config.all_kwargs()} == config.all_kwargs()
+    assert args[8:11] == (37, 29, 93)  # M, N, K
+
+
+def test_gpu_launch_goes_through_the_autotuner(monkeypatch):
+    # The branch a GPU takes, run here with the autotuned kernel replaced by a spy.
+    spy = _LaunchSpy()
+    monkeypatch.setattr(int8_gemm_module, "int8_gemm_autotuned", spy)
+    monkeypatch.setattr(int8_gemm_module, "interpreting", lambda: False)
+    flags = {"EPILOGUE": 0, "BIAS": 0, "HAS_ROW_SCALE": False, "HAS_COL_SCALE": False}
+    int8_gemm_module._launch(("args",), flags, 300, 70, 64, None)
+    (grid, args, kwargs), = spy.launches
+    assert args == ("args",) and kwargs == flags  # block sizes are the autotuner's to choose
+    assert grid({"BLOCK_M": 128, "BLOCK_N": 32}) == (3 * 3,)
+    assert grid({"BLOCK_M": 64, "BLOCK_N": 16}) == (5 * 5,)
+
+
+def test_out_must_match_the_result():
+    a, b = torch.zeros(4, 8, dtype=torch.int8), torch.zeros(8, 3, dtype=torch.int8)
+    with pytest.raises(ValueError, match=r"out must be a \(4, 3\) torch.int32 tensor"):
+        _int8_gemm(a, b, out=torch.zeros(4, 3, dtype=torch.float32))
+
+
+# -- the autotuner's pruning ---------------------------------------------------------------------
+
+def _pruned(m: int, n: int, k: int) -> list[triton.Config]:
+    return prune_oversized_tiles(GPU_CONFIGS, {"M": m, "N": n, "K": k})
+
+
+def _blocks(configs: list[triton.Config], dim: str) -> set[int]:
+    return {cfg.kwargs[f"BLOCK_{dim}"] for cfg in configs}
+
+
+def test_autotuner_prunes_tiles_far_larger_than_the_problem():
+    assert int8_gemm_autotuned.early_config_prune is prune_oversized_tiles
+    # A large square problem keeps every config.
+    assert _pruned(4096, 4096, 4096) == GPU_CONFIGS
+    # The CNN's conv1 as im2col (N = 6 output channels): only the 16-wide tile is left, not
+    # eight configs to compile and time for six columns.
+    assert _blocks(_pruned(1024 * 28 * 28, 6, 75), "N") == {16}
+    # fc3 (N = 10) keeps the thin tiles (up to 2 x 16), and loses the 64- to 256-wide ones.
+    assert _blocks(_pruned(1024, 10, 84), "N") == {16, 32}
+    # fc1 (N = 120): 256 <= 2 x 128, everything stays.
+    assert len(_pruned(1024, 120, 400)) == len(GPU_CONFIGS)
+    # A few rows: the smallest BLOCK_M in the list (64) is the floor, so both 64-row configs
+    # stay (the 128-wide one suits N = 120), not just the one smallest tile.
+    kept = _pruned(7, 120, 400)
+    assert _blocks(kept, "M") == {64} and _blocks(kept, "N") == {16, 128}
+
+
+def test_pruning_always_leaves_a_config():
+    for m, n, k in [(1, 1, 1), (7, 1, 1), (1, 6, 75), (2, 3, 5)]:
+        kept = _pruned(m, n, k)
+        assert kept, (m, n, k)
+        assert all(cfg in GPU_CONFIGS for cfg in kept)
+    # No config holds the smallest block of every dimension: the smallest tile is the answer.
+    wide = triton.Config({"BLOCK_M": 16, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8})
+    tall = triton.Config({"BLOCK_M": 256, "BLOCK_N": 16, "BLOCK_K": 64, "GROUP_M": 8})
+    big = triton.Config({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8})
+    assert prune_oversized_tiles([big, wide, tall], {"M": 1, "N": 1, "K": 1}) == [wide]

@@ -13,7 +13,7 @@ import ctypes
 import glob
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -76,10 +76,18 @@ def cudart_candidates(cuda_version: str | None = None) -> list[str]:
 def cudart() -> ctypes.CDLL:
     """The CUDA runtime library, with the signatures this module calls."""
     torch.cuda.init()  # load torch's runtime first, so the soname finds that copy
+    return load_cudart(cudart_candidates())
+
+
+def load_cudart(candidates: Iterable[str],
+                load: Callable[[str], ctypes.CDLL] = ctypes.CDLL) -> ctypes.CDLL:
+    """The first candidate that loads, with argtypes and restype set for every function this
+    module calls (without them ctypes would pass a 64-bit size as a C int). Raises CudaError
+    listing each candidate and why it did not load."""
     errors = []
-    for path in cudart_candidates():
+    for path in candidates:
         try:
-            lib = ctypes.CDLL(path)
+            lib = load(path)
             break
         except OSError as e:
             errors.append(f"{path}: {e}")

@@ -17,6 +17,8 @@ from suites.vector_add.programs import stream_bytes
 
 NAN = float("nan")
 SEED = 9143
+#: K (million elements) of the GPU experiments, per size profile.
+GPU_SWEEP = dict(quick=[0.01, 0.1, 1], full=[1, 5, 10, 50, 100])
 
 
 def torch_cpu_add(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:

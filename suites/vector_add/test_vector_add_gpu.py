@@ -21,6 +21,7 @@ from pytest_hpml import Recorder, Timing
 from suites.vector_add.cpu_loop import cpu_vector_add, malloc_arrays
 from suites.vector_add.cuda_memory import cuda_floats
 from suites.vector_add.experiment import (
+    GPU_SWEEP,
     NAN,
     fill_inputs,
     record_cpu_adds,
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.vector_add
 CONFIG_A_MAX_K_MILLION = 10
 
 EXPERIMENT = "vector add on the GPU: explicit vs unified memory"
-SWEEP = dict(quick=[0.01, 0.1, 1], full=[1, 5, 10, 50, 100])
+SWEEP = GPU_SWEEP
 PIVOT = dict(index=["k_million"], columns="config",
              metrics=["time", "kernel_time", "bandwidth", "pct_copy_bandwidth"], split="memory")
 CHART = dict(x="k_million", y="time", series="config", logx=True, logy=True,

@@ -1,15 +1,19 @@
-"""The lab's pieces, checked on any machine: launch shapes, the C++ loop, the GPU memory guard
-and the freeing of CUDA memory on every path (with a fake CUDA runtime), STREAM's byte count."""
+"""The lab's pieces, checked on any machine: launch shapes (and their int32 offsets at the GPU
+sizes), the C++ loop, the GPU memory guard and the freeing of CUDA memory on every path (with a
+fake CUDA runtime), the loading of libcudart and its signatures, the order of the two GPU
+programs' steps (with fake memory and kernel), STREAM's byte count."""
 
 from __future__ import annotations
 
 import ctypes
 import math
+from contextlib import contextmanager
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from suites.vector_add import cpu_loop
+from suites.vector_add import cpu_loop, programs
 from suites.vector_add.cuda_memory import (
     CudaError,
     CudaFloats,
@@ -17,7 +21,9 @@ from suites.vector_add.cuda_memory import (
     check_fits,
     cuda_floats,
     cudart_candidates,
+    load_cudart,
 )
+from suites.vector_add.experiment import GPU_SWEEP
 from suites.vector_add.kernel import CONFIGS, config, vector_add
 from suites.vector_add.programs import elements, stream_bytes
 
@@ -35,6 +41,19 @@ def test_launch_grids_are_the_labs_three_scenarios(n):
     # (c): enough 256-lane programs to give every element its own lane.
     (programs,) = CONFIGS["c"].grid(n)
     assert programs * 256 >= n > (programs - 1) * 256
+
+
+@pytest.mark.parametrize("launch", sorted(CONFIGS))
+def test_kernel_offsets_fit_int32_at_the_largest_gpu_size(launch):
+    # Triton passes an n below 2^31 as an int32, and the kernel's offsets are int32 arithmetic
+    # on it: the last loop step computes start + stride (tested against n) and start + BLOCK - 1
+    # (masked). The interpreter only sees thousands of elements; the GPU sweep reaches 10^8.
+    cfg = CONFIGS[launch]
+    n = elements(max(GPU_SWEEP["full"]))
+    (n_programs,) = cfg.grid(n)
+    stride = n_programs * cfg.block
+    last_start = (n - 1) // cfg.block * cfg.block
+    assert last_start + stride < 2**31 and last_start + cfg.block - 1 < 2**31
 
 
 def test_unknown_configuration_names_the_known_ones():
@@ -227,7 +246,207 @@ def test_managed_memory_is_seen_by_the_cpu_in_place():
     assert list(buffer) == [2, 4, 6, 8]  # ... lands in the same bytes
 
 
+# -- libcudart: found, loaded once, called with the right C signatures ------------------------
+
+class FakeFunction:
+    """A ctypes function pointer stand-in: holds the argtypes and restype set on it."""
+
+    argtypes: list | None = None
+    restype: object = "unset"
+
+
+class FakeCDLL:
+    """Stands in for ctypes.CDLL(path): the four functions cuda_memory calls, nothing else (a
+    misspelt name raises AttributeError, as a missing symbol does)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.cudaMalloc = FakeFunction()
+        self.cudaMallocManaged = FakeFunction()
+        self.cudaFree = FakeFunction()
+        self.cudaGetErrorString = FakeFunction()
+
+
+def fake_loader(loadable: set[str]):
+    tried: list[str] = []
+
+    def load(path: str) -> FakeCDLL:
+        tried.append(path)
+        if path not in loadable:
+            raise OSError(f"{path}: cannot open shared object file")
+        return FakeCDLL(path)
+    return load, tried
+
+
+def test_cudart_candidates_are_tried_in_order_and_the_first_that_loads_wins():
+    load, tried = fake_loader({"second.so", "third.so"})
+    lib = load_cudart(["first.so", "second.so", "third.so"], load=load)
+    assert lib.path == "second.so"
+    assert tried == ["first.so", "second.so"]  # the third is never opened
+
+
+def test_cudart_signatures_are_declared():
+    load, _ = fake_loader({"libcudart.so.13"})
+    lib = load_cudart(["libcudart.so.13"], load=load)
+    void_pp = ctypes.POINTER(ctypes.c_void_p)
+    assert lib.cudaMalloc.argtypes == [void_pp, ctypes.c_size_t]
+    assert lib.cudaMallocManaged.argtypes == [void_pp, ctypes.c_size_t, ctypes.c_uint]
+    assert lib.cudaFree.argtypes == [ctypes.c_void_p]
+    assert lib.cudaGetErrorString.argtypes == [ctypes.c_int]
+    # cudaError_t is a C enum (an int); the error string a const char *.
+    assert [lib.cudaMalloc.restype, lib.cudaMallocManaged.restype, lib.cudaFree.restype] == \
+        [ctypes.c_int] * 3
+    assert lib.cudaGetErrorString.restype is ctypes.c_char_p
+
+
+def test_no_loadable_cudart_lists_every_candidate_and_its_error():
+    load, tried = fake_loader(set())
+    with pytest.raises(CudaError, match="could not load the CUDA runtime") as info:
+        load_cudart(["libcudart.so.13", "/wheels/libcudart.so.13", "libcudart.so"], load=load)
+    assert tried == ["libcudart.so.13", "/wheels/libcudart.so.13", "libcudart.so"]
+    for path in tried:
+        assert f"{path}: {path}: cannot open shared object file" in str(info.value)
+    assert "LD_LIBRARY_PATH" in str(info.value)
+
+
+def test_the_installed_cudart_answers_through_these_signatures_without_a_gpu():
+    # The real library where torch's CUDA wheels put it: it loads on a machine without a GPU,
+    # and a call through the declared signatures returns an error code with its message.
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: test_vector_add_gpu allocates through libcudart for real")
+    try:
+        lib = load_cudart(cudart_candidates())
+    except CudaError as exc:
+        pytest.skip(f"no libcudart installed: {exc}")
+    with pytest.raises(CudaError, match=r"cudaMalloc\(4000\) failed with CUDA error \d+: \w+"):
+        with cuda_floats(1000, count=1, managed=False, runtime=lib,
+                         mem_get_info=fake_mem_get_info(GiB)):
+            pytest.fail("no allocation can succeed without a GPU")
+
+
 def test_cudart_is_looked_for_by_the_soname_torch_uses_first():
     found = cudart_candidates("13.0")
     assert found[0] == "libcudart.so.13"
     assert found[-1] == "libcudart.so"
+
+
+# -- the two GPU programs, step by step --------------------------------------------------------
+
+class FakeArray:
+    """A CUDA array of the fake memory: a CPU tensor, the CPU may touch it only if managed."""
+
+    def __init__(self, name: str, n: int, managed: bool):
+        self.name, self.managed = name, managed
+        self.tensor = torch.full((n,), -1.0)
+
+    @property
+    def device(self) -> torch.Tensor:
+        return self.tensor
+
+    @property
+    def host(self) -> torch.Tensor:
+        if not self.managed:
+            raise ValueError("cudaMalloc memory is not addressable by the CPU")
+        return self.tensor
+
+
+class ProgramSteps(TorchDispatchMode):
+    """Fakes the GPU pieces of programs.py and logs, in order, what the program does: the
+    allocation and free (fake cuda_floats), copies and fills (aten ops, named by buffer), the
+    kernel and synchronize."""
+
+    def __init__(self, monkeypatch, kernel_writes: bool = True, kernel_fails: bool = False):
+        super().__init__()
+        self.log: list[str] = []
+        self.names: dict[int, str] = {}
+        self.kernel_writes, self.kernel_fails = kernel_writes, kernel_fails
+        monkeypatch.setattr(programs, "cuda_floats", self.cuda_floats)
+        monkeypatch.setattr(programs, "vector_add", self.vector_add)
+        monkeypatch.setattr(programs.torch.cuda, "synchronize", lambda: self.log.append("sync"))
+
+    def name(self, t: torch.Tensor) -> str:
+        return self.names.get(t.data_ptr(), "?")
+
+    @contextmanager
+    def cuda_floats(self, n: int, count: int, managed: bool):
+        arrays = [FakeArray(name, n, managed) for name in ("gx", "gy", "gout")[:count]]
+        self.names.update({a.tensor.data_ptr(): a.name for a in arrays})
+        self.log.append(f"allocate {count} {'managed' if managed else 'device'}")
+        try:
+            yield arrays
+        finally:
+            self.log.append("free")
+
+    def vector_add(self, x, y, out, cfg) -> None:
+        self.log.append(f"kernel {self.name(x)} {self.name(y)} {self.name(out)} {cfg.name}")
+        if self.kernel_fails:
+            raise RuntimeError("launch failed")
+        if self.kernel_writes:
+            torch.add(x, y, out=out)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func.overloadpacket)
+        if name == "aten.copy_":
+            self.log.append(f"copy {self.name(args[1])} -> {self.name(args[0])}")
+        elif name == "aten.fill_":
+            self.log.append(f"fill {self.name(args[0])} {args[1]}")
+        return func(*args, **(kwargs or {}))
+
+
+def _host_arrays(n: int = 300):
+    x, y = torch.rand(n), torch.rand(n)
+    out = torch.full((n,), 7.0)  # a previous run's sum, as a reused host buffer would hold
+    return x, y, out
+
+
+def _run(steps: ProgramSteps, memory: str, x, y, out, **kwargs) -> None:
+    steps.names.update({x.data_ptr(): "x", y.data_ptr(): "y", out.data_ptr(): "out"})
+    with steps:
+        programs.PROGRAMS[memory](x, y, out, CONFIGS["c"], **kwargs)
+
+
+EXPECTED_STEPS = {
+    "explicit": ["allocate 3 device", "copy x -> gx", "copy y -> gy", "fill gout nan",
+                 "kernel gx gy gout c", "copy gout -> out", "free"],
+    # Managed memory: the CPU writes the inputs in place, and reads the sum only after the
+    # kernel has finished (synchronize), never with a copy of its own to the GPU.
+    "unified": ["allocate 3 managed", "copy x -> gx", "copy y -> gy", "fill gout nan",
+                "kernel gx gy gout c", "sync", "copy gout -> out", "free"],
+}
+
+
+@pytest.mark.parametrize("memory", ["explicit", "unified"])
+def test_program_steps_run_in_order_and_return_the_sum(monkeypatch, memory):
+    steps = ProgramSteps(monkeypatch)
+    x, y, out = _host_arrays()
+    _run(steps, memory, x, y, out, poison=True)
+    assert steps.log == EXPECTED_STEPS[memory]
+    assert torch.equal(out, x + y)
+
+
+@pytest.mark.parametrize("memory", ["explicit", "unified"])
+def test_program_without_poison_does_not_fill(monkeypatch, memory):
+    steps = ProgramSteps(monkeypatch)
+    x, y, out = _host_arrays()
+    _run(steps, memory, x, y, out)
+    assert steps.log == [s for s in EXPECTED_STEPS[memory] if not s.startswith("fill")]
+    assert torch.equal(out, x + y)
+
+
+@pytest.mark.parametrize("memory", ["explicit", "unified"])
+def test_poison_reaches_the_host_when_the_kernel_writes_nothing(monkeypatch, memory):
+    # A kernel that skips elements must fail the bit-exact check, whatever the buffers held.
+    steps = ProgramSteps(monkeypatch, kernel_writes=False)
+    x, y, out = _host_arrays()
+    _run(steps, memory, x, y, out, poison=True)
+    assert out.isnan().all()
+
+
+@pytest.mark.parametrize("memory", ["explicit", "unified"])
+def test_program_frees_its_memory_when_the_kernel_fails(monkeypatch, memory):
+    steps = ProgramSteps(monkeypatch, kernel_fails=True)
+    x, y, out = _host_arrays()
+    with pytest.raises(RuntimeError, match="launch failed"):
+        _run(steps, memory, x, y, out, poison=True)
+    assert steps.log[-2:] == ["kernel gx gy gout c", "free"]  # nothing copied back
+    assert (out == 7.0).all()

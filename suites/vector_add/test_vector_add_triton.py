@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from suites.vector_add.experiment import NAN, SEED
-from suites.vector_add.kernel import config, vector_add
+from suites.vector_add.kernel import CONFIGS, config, vector_add
 from suites.vector_add.programs import elements
 
 pytestmark = pytest.mark.vector_add
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.vector_add
 # The interpreter runs configuration (a) at about a millisecond per element: K stays tiny.
 # 0.0003 million = 300 elements, not a multiple of 256: the masked tail is exercised.
 @pytest.mark.hpml_sweep("k_million", quick=[0.0003, 0.001], full=[0.0003, 0.001])
-@pytest.mark.parametrize("launch", ["a", "b", "c"])
+@pytest.mark.parametrize("launch", sorted(CONFIGS))  # every configuration the GPU runs
 def test_triton_kernel_is_bit_exact_in_every_configuration(hpml, launch, k_million):
     if not hpml.interpreted:
         pytest.skip("Triton runs natively here: test_vector_add_gpu checks every configuration "

@@ -1,0 +1,173 @@
+"""Does --hpml-compare fail on a real slowdown and never on noise? Measured against the tool a
+user would otherwise pick, pytest-benchmark, on the same user suite, in fresh processes,
+interleaved.
+
+The user suite times a 2-million-element torch add (the README's basic example). A baseline is
+saved once per tool; then each trial compares, per tool, two identical runs (A/A: every failure
+is a false alarm), a run with 20 % more work and one with 50 % more work (every failure is a
+catch). Each comparison is a fresh `python -m pytest` process; the tools take turns within a
+trial, and which goes first alternates between trials, so both see the same machine.
+
+    python tools/verdict_benchmark.py --trials 10 --out hpml-out/verdicts
+    python tools/verdict_benchmark.py --trials 10 --before 2a74992   # + the plugin at a commit
+
+pytest-benchmark's side: --benchmark-compare-fail=median:10% (the same 10 % the plugin's
+default tolerance uses). `--before REV` adds a column for pytest-hpml at git revision REV (a
+worktree put first on PYTHONPATH), with the suite as a user of that version wrote it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONDITIONS = [("A/A", 1.0), ("A/A", 1.0), ("+20 % work", 1.2), ("+50 % work", 1.5)]
+
+COMMON = '''import os
+
+import torch
+
+N = 2_000_000
+WORK = float(os.environ.get("HPML_BENCH_WORK", "1"))
+a, b = torch.rand(int(N * WORK)), torch.rand(int(N * WORK))
+'''
+HPML_SUITE = COMMON + '''
+
+def test_torch_add(hpml):
+    t = hpml.time(torch.add, a, b)
+    hpml.record_bandwidth("bandwidth", 3 * 4 * N, t)  # the nominal bytes: more work is slower
+'''
+# The suite as a user of the earlier plugin wrote it (no derived-metric API there).
+HPML_SUITE_BEFORE = COMMON + '''
+
+def test_torch_add(hpml):
+    t = hpml.time(torch.add, a, b)
+    hpml.record("bandwidth", 3 * 4 * N / t.median, unit="B/s", better="higher")
+'''
+BENCHMARK_SUITE = COMMON + '''
+
+def test_torch_add(benchmark):
+    benchmark(torch.add, a, b)
+'''
+
+
+@dataclass
+class Tool:
+    name: str
+    folder: Path
+    save: list[str]
+    compare: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    outcomes: dict[str, list[bool]] = field(default_factory=dict)  # condition -> failed?
+    seconds: list[float] = field(default_factory=list)
+
+
+def _pytest(tool: Tool, args: list[str], work: float) -> tuple[int, float, str]:
+    env = {**os.environ, **tool.env, "HPML_BENCH_WORK": str(work)}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", str(tool.folder), "-q",
+                           "-p", "no:cacheprovider", "--rootdir", str(tool.folder), *args],
+                          cwd=tool.folder, env=env, capture_output=True, text=True,
+                          timeout=900)
+    return done.returncode, time.perf_counter() - start, done.stdout + done.stderr
+
+
+def _suite(folder: Path, name: str, source: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pytest.ini").write_text("[pytest]\n")  # this folder is its own rootdir
+    (folder / name).write_text(source)
+    return folder
+
+
+def tools(out: Path, before: str | None) -> list[Tool]:
+    found = [
+        Tool("pytest-hpml", _suite(out / "hpml", "test_user.py", HPML_SUITE),
+             ["-p", "no:benchmark", "--hpml-save-baseline", f"--hpml-baselines={out}/hpml/b"],
+             ["-p", "no:benchmark", "--hpml-compare", f"--hpml-baselines={out}/hpml/b"]),
+        Tool("pytest-benchmark", _suite(out / "benchmark", "test_user_bench.py",
+                                        BENCHMARK_SUITE),
+             ["-p", "no:hpml", "--benchmark-save=base",
+              f"--benchmark-storage={out}/benchmark/.benchmarks"],
+             ["-p", "no:hpml", "--benchmark-compare=0001",
+              "--benchmark-compare-fail=median:10%",
+              f"--benchmark-storage={out}/benchmark/.benchmarks"]),
+    ]
+    if before:
+        tree = out / f"pytest-hpml-{before}"
+        if not tree.exists():
+            subprocess.run(["git", "worktree", "add", "--detach", str(tree), before], cwd=ROOT,
+                           check=True, capture_output=True)
+        found.append(Tool(f"pytest-hpml ({before})",
+                          _suite(out / "before", "test_user.py", HPML_SUITE_BEFORE),
+                          ["-p", "no:benchmark", "--hpml-save-baseline",
+                           f"--hpml-baselines={out}/before/b"],
+                          ["-p", "no:benchmark", "--hpml-compare",
+                           f"--hpml-baselines={out}/before/b"],
+                          env={"PYTHONPATH": str(tree)}))
+    return found
+
+
+def run(out: Path, trials: int, before: str | None, log=print) -> list[Tool]:
+    if out.exists():
+        shutil.rmtree(out / "hpml", ignore_errors=True)
+        shutil.rmtree(out / "benchmark", ignore_errors=True)
+        shutil.rmtree(out / "before", ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    everyone = tools(out, before)
+    for tool in everyone:
+        code, _, text = _pytest(tool, tool.save, 1.0)
+        if code != 0:
+            raise SystemExit(f"{tool.name}: saving the baseline failed:\n{text[-2000:]}")
+    for trial in range(trials):
+        order = everyone if trial % 2 == 0 else everyone[::-1]
+        for condition, work in CONDITIONS:
+            for tool in order:
+                code, seconds, text = _pytest(tool, tool.compare, work)
+                if code not in (0, 1):
+                    raise SystemExit(f"{tool.name} ended with exit code {code}:\n"
+                                     f"{text[-2000:]}")
+                tool.outcomes.setdefault(condition, []).append(code == 1)
+                tool.seconds.append(seconds)
+                log(f"trial {trial + 1}/{trials} {condition:11s} {tool.name:24s} "
+                    f"{'FAILED' if code else 'passed'} in {seconds:.1f} s")
+    return everyone
+
+
+def table(everyone: list[Tool]) -> str:
+    rows = ["| tool | A/A false alarms | +20 % work caught | +50 % work caught | s per run |",
+            "|---|---|---|---|---|"]
+    for tool in everyone:
+        counts = [f"{sum(runs)} / {len(runs)}" for runs in (
+            tool.outcomes.get(c, []) for c in ("A/A", "+20 % work", "+50 % work"))]
+        rows.append(f"| {tool.name} | {' | '.join(counts)} | "
+                    f"{statistics.mean(tool.seconds):.1f} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--out", type=Path, default=ROOT / "hpml-out" / "verdicts")
+    parser.add_argument("--before", metavar="REV", default=None,
+                        help="also run pytest-hpml at this git revision (a worktree)")
+    args = parser.parse_args()
+    try:
+        import pytest_benchmark  # noqa: F401
+    except ImportError:
+        raise SystemExit("pytest-benchmark is not installed: pip install pytest-benchmark") \
+            from None
+    everyone = run(args.out, args.trials, args.before)
+    print()
+    print(table(everyone))
+
+
+if __name__ == "__main__":
+    main()
