@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hpml.fingerprint import machine_key
-from pytest_hpml.results import Metric, Record, json_safe
+from pytest_hpml.results import Metric, Record, json_safe, measured_figures
 
 SCHEMA = "pytest-hpml/baseline/2"
 #: Files written before the history was kept: still read, as one run each.
@@ -193,16 +193,9 @@ def merge(existing: dict[str, dict[str, Any]], records: list[Record], keep: int 
         old = {} if reset else {m["name"]: m for m in existing.get(record.id, {}).get(
             "metrics", [])}
         data = record.to_dict()
-        metrics = []
-        for m in record.metrics:
-            # Only measured figures are baselines: checks, references and settings are not.
-            if not m.compared or m.verdict == "missing":
-                continue
-            if not math.isfinite(m.value):
-                skipped.append(f"{record.id} {m.name} = {m.value}")
-                continue
-            metrics.append(_merged_metric(m, old.get(m.name), keep))
-        data["metrics"] = metrics
+        kept, not_numbers = measured_figures(record)
+        skipped += [f"{record.id} {m.name} = {m.value}" for m in not_numbers]
+        data["metrics"] = [_merged_metric(m, old.get(m.name), keep) for m in kept]
         data.pop("expected_missing", None)
         merged[record.id] = data
     return merged, skipped

@@ -83,21 +83,29 @@ def count_with_nvidia_smi(run: Callable[..., subprocess.CompletedProcess] = subp
     return parse_nvidia_smi_list(out.stdout) if out.returncode == 0 else None
 
 
-def count_with_torch_subprocess(run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
-                                environ: Mapping[str, str] | None = None) -> int | None:
-    """torch.cuda.device_count() in a child process, CUDA_VISIBLE_DEVICES removed so that the
-    count is the machine's; this process's CUDA stays untouched. None when it fails."""
+def ask_torch(code: str, run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+              environ: Mapping[str, str] | None = None) -> str | None:
+    """The last line `code` prints when run with torch in a child process (torch may warn
+    before it), CUDA_VISIBLE_DEVICES removed so the answer is the machine's; this process's
+    CUDA stays untouched. None when the child fails or prints nothing."""
     env = dict(os.environ if environ is None else environ)
     env.pop("CUDA_VISIBLE_DEVICES", None)
     try:
-        out = run([sys.executable, "-c", TORCH_PROBE], capture_output=True, text=True,
-                  timeout=120, env=env)
+        out = run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                  env=env)
     except (OSError, subprocess.SubprocessError):
         return None
     lines = out.stdout.strip().splitlines()
-    if out.returncode != 0 or not lines or not lines[-1].strip().isdigit():
+    if out.returncode != 0 or not lines:
         return None
-    return int(lines[-1])
+    return lines[-1].strip() or None
+
+
+def count_with_torch_subprocess(run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+                                environ: Mapping[str, str] | None = None) -> int | None:
+    """torch.cuda.device_count() in a child process; None when it fails."""
+    answer = ask_torch(TORCH_PROBE, run, environ)
+    return int(answer) if answer is not None and answer.isdigit() else None
 
 
 def discover(nvml: Callable[[], int | None] = count_with_nvml,

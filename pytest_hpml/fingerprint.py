@@ -126,18 +126,10 @@ def _nvml_module() -> Any:
 def _name_from_torch_subprocess(
         run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> str | None:
     """GPU 0's name from torch in a child process: for containers with neither nvidia-smi nor
-    nvidia-ml-py. CUDA_VISIBLE_DEVICES is removed, as the GPU count is the machine's too."""
-    env = dict(os.environ)
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    try:
-        out = run([sys.executable, "-c", TORCH_NAME_PROBE], capture_output=True, text=True,
-                  timeout=120, env=env)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = out.stdout.strip().splitlines()
-    if out.returncode != 0 or not lines:
-        return None
-    return lines[-1].strip() or None  # the last line: torch may warn before it
+    nvidia-ml-py."""
+    from pytest_hpml.devices import ask_torch
+
+    return ask_torch(TORCH_NAME_PROBE, run)
 
 
 def _gpu_count() -> int:

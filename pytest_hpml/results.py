@@ -149,6 +149,17 @@ class Record:
         )
 
 
+def measured_figures(record: Record) -> tuple[list[Metric], list[Metric]]:
+    """A record's measured metrics that baselines and dashboards can take (finite numbers),
+    and the measured ones that are not numbers (NaN, inf): left out, and said so."""
+    kept, not_numbers = [], []
+    for m in record.metrics:
+        if not m.compared or m.verdict == "missing":
+            continue  # checks, references, settings; and rows of a comparison, not values
+        (kept if math.isfinite(m.value) else not_numbers).append(m)
+    return kept, not_numbers
+
+
 def _plain_number(value: Any, name: str = "") -> float:
     """Accept python numbers, numpy scalars and 0-d tensors; keep the record JSON-safe."""
     if hasattr(value, "item"):

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from pytest_hpml.results import Metric, Record, json_safe
+from pytest_hpml.results import Metric, Record, json_safe, measured_figures
 from pytest_hpml.units import scale_for
 
 Say = Callable[[str], None]
@@ -24,13 +24,9 @@ def _name(record: Record, metric_name: str) -> str:
 def _series(records: list[Record], say: Say | None, tool: str) -> list[tuple[Record, Metric]]:
     points, dropped = [], []
     for r in records:
-        for m in r.metrics:
-            if not m.compared or m.verdict == "missing":
-                continue
-            if not math.isfinite(m.value):
-                dropped.append(f"{_name(r, m.name)} = {m.value}")
-                continue
-            points.append((r, m))
+        kept, not_numbers = measured_figures(r)
+        points += [(r, m) for m in kept]
+        dropped += [f"{_name(r, m.name)} = {m.value}" for m in not_numbers]
     if dropped and say:
         say(f"{tool}: {len(dropped)} non-finite point(s) left out of the export: "
             + "; ".join(dropped[:5]) + (" ..." if len(dropped) > 5 else ""))
