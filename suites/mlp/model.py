@@ -6,6 +6,7 @@
 Every GEMM goes through one `matmul` callable (torch.matmul or the Triton tiled kernel), so the
 five GEMMs of a step are visible and switchable: two in the forward pass, three in the backward
 pass (dW1, dA1, dW0; the input gradient dX is never needed). W[l] is (out, in) as in the lab.
+X holds the course's inputs, grey levels 0..255 (training.pixel_intensities says why).
 """
 
 from __future__ import annotations

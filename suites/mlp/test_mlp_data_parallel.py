@@ -12,17 +12,28 @@ import torch
 
 import pytest_hpml
 from pytest_hpml.distributed import run_distributed
-from suites.common.data import load_mnist
+from suites.common.data import load
 from suites.mlp import model
-from suites.mlp.training import MLPConfig, data_parallel_rank, relative_errors, train_sequential
+from suites.mlp.training import (
+    MLPConfig,
+    data_parallel_rank,
+    pixel_intensities,
+    relative_errors,
+    train_sequential,
+)
 
 pytestmark = [pytest.mark.mlp, pytest.mark.data_parallel]
 
-# quick: a few thousand images and a small H, lr high enough that every parameter moves well
-# away from its initial value in 16 steps; full: the published run.
+# quick: 4000 images in 4 steps, a model that learns (about 0.57 on the synthetic stand-in,
+# chance is 0.1) while the rounding differences stay small. With the course's 0..255 inputs the
+# hidden layer is near-binary and SGD amplifies rounding: the seed's own run fails the 1e-6
+# check at lr 1e-1. b[0] is the most sensitive (its gradient sums dZ1 over rows with heavy
+# cancellation): at H = 64, batch 250 and lr 5e-2 its fp32 relative error reaches 0.4, at lr
+# 1e-2 4e-6 while the model stays near chance; H = 2048, batch 1000, lr 2e-2 gives 4e-7, so the
+# check keeps a margin of two. full: the published run.
 SETUP = {
     "quick": {"limit": 4000, "test_limit": 1000,
-              "config": MLPConfig(hidden=64, batch_size=250, lr=5e-2, epochs=1)},
+              "config": MLPConfig(hidden=2048, batch_size=1000, lr=2e-2, epochs=1)},
     "full": {"limit": None, "test_limit": None,
              "config": MLPConfig(hidden=512, batch_size=3000, lr=1e-2, epochs=1)},
 }
@@ -36,6 +47,10 @@ PUBLISHED = {
 }
 PUBLISHED_PRECISION = 0.7279
 SEED_REPORT = "seed report 000, MPI + CUDA on 4 GPUs, MNIST"
+# Both models must have learned, or their equal precisions say nothing: chance is 0.1. Every
+# setting here passes it on every data set (quick stand-in 0.57; full: stand-in 0.77,
+# Fashion-MNIST 0.67, MNIST 0.73 in the seed).
+LEARNED = 0.4
 
 
 def _rank_device(hpml_device: torch.device) -> str:
@@ -45,19 +60,21 @@ def _rank_device(hpml_device: torch.device) -> str:
 @pytest.mark.hpml_devices("cpu", "cuda")
 @pytest.mark.hpml_sweep("ranks", quick=[1, 2], full=[1, 2, 4])
 @pytest.mark.parametrize("dtype", pytest_hpml.precisions("fp32", "fp64"))
-def test_parallel_training_matches_sequential(hpml, device, ranks, dtype, data_root):
+def test_parallel_training_matches_sequential(hpml, device, ranks, dtype, data_root,
+                                              mnist_dataset):
     hpml.experiment = "MLP: data-parallel vs sequential (relative error after training)"
     setup = SETUP[hpml.profile]
     config: MLPConfig = setup["config"]
-    train = load_mnist("train", root=data_root, limit=setup["limit"])
-    test = load_mnist("test", root=data_root, limit=setup["test_limit"])
+    train = load(mnist_dataset, "train", root=data_root, limit=setup["limit"])
+    test = load(mnist_dataset, "test", root=data_root, limit=setup["test_limit"])
     if hpml.device.type == "cuda" and ranks > torch.cuda.device_count():
         pytest.skip(f"{ranks} ranks need {ranks} GPUs; {torch.cuda.device_count()} visible")
     hpml.param(data=train.source, hidden=config.hidden, batch=config.batch_size, lr=config.lr,
                images=len(train))
 
-    sequential = train_sequential(train.flat(), train.labels, config, dtype, hpml.device)
-    results = run_distributed(data_parallel_rank, ranks, train.flat(), train.labels, config,
+    X = pixel_intensities(train)
+    sequential = train_sequential(X, train.labels, config, dtype, hpml.device)
+    results = run_distributed(data_parallel_rank, ranks, X, train.labels, config,
                               dtype, _rank_device(hpml.device), device=_rank_device(hpml.device))
 
     errors = relative_errors(results[0].params, sequential.params)
@@ -67,14 +84,17 @@ def test_parallel_training_matches_sequential(hpml, device, ranks, dtype, data_r
     for other in results[1:]:
         for a, b in zip(other.params.tensors(), results[0].params.tensors(), strict=True):
             assert torch.equal(a, b), "ranks ended with different parameters"
-    X_test = test.flat().to(device=hpml.device, dtype=dtype)
+    X_test = pixel_intensities(test).to(device=hpml.device, dtype=dtype)
     y_test = test.labels.to(hpml.device)
     p_seq = model.precision(sequential.params, X_test, y_test)
     p_par = model.precision(results[0].params.to(hpml.device), X_test, y_test)
     hpml.record("precision_sequential", p_seq, better="higher")
     hpml.record("precision_parallel", p_par, better="higher")
     hpml.record("final_loss", results[0].losses[-1], better="lower")
-    if ranks == 4 and not train.synthetic and hpml.profile == "full":
+    hpml.check("precision_learned", min(p_seq, p_par), at_least=LEARNED,
+               note="the lower of the two precisions; chance is 0.1")
+    published_setting = ranks == 4 and hpml.profile == "full"
+    if published_setting and train.name == "MNIST" and not train.synthetic:
         with hpml.row(source="published (seed report, 4 GPUs)") as ref:
             for name, err in PUBLISHED[dtype].items():
                 ref.reference(f"rel_err_{name}", err, source=SEED_REPORT)
@@ -85,12 +105,12 @@ def test_parallel_training_matches_sequential(hpml, device, ranks, dtype, data_r
                                rtol=10 * TOLERANCE[dtype], atol=0)
 
 
-def test_batch_smaller_than_the_ranks_works(data_root):
+def test_batch_smaller_than_the_ranks_works(data_root, mnist_dataset):
     """4 ranks, batches of 3 and a last batch of 1: some ranks hold zero rows of a batch."""
-    train = load_mnist("train", root=data_root, limit=7)
-    config = MLPConfig(hidden=8, batch_size=3, lr=0.5, epochs=2)
-    sequential = train_sequential(train.flat(), train.labels, config, torch.float64)
-    results = run_distributed(data_parallel_rank, 4, train.flat(), train.labels, config,
-                              torch.float64)
+    train = load(mnist_dataset, "train", root=data_root, limit=7)
+    X = pixel_intensities(train)
+    config = MLPConfig(hidden=8, batch_size=3, lr=1e-2, epochs=2)
+    sequential = train_sequential(X, train.labels, config, torch.float64)
+    results = run_distributed(data_parallel_rank, 4, X, train.labels, config, torch.float64)
     errors = relative_errors(results[3].params, sequential.params)
     assert max(errors.values()) < TOLERANCE[torch.float64], errors

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from suites.common.data import LabData
 from suites.mlp import model
 from suites.mlp.training import (
     MLPConfig,
     batch_bounds,
     pack,
+    pixel_intensities,
     shard_bounds,
     train_sequential,
     unpack,
@@ -83,6 +85,14 @@ def test_pack_unpack_round_trip():
     back = unpack(pack(params), params)
     for a, b in zip(back.tensors(), params.tensors(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_inputs_are_the_courses_grey_levels():
+    """The course feeds the bytes of the images, 0..255, not [0, 1]: recovered exactly."""
+    grey = torch.tensor([0, 1, 127, 128, 254, 255], dtype=torch.uint8)
+    data = LabData(grey.float().div(255).reshape(1, 1, 2, 3), torch.zeros(1, dtype=torch.int64),
+                   "MNIST", "train", synthetic=False)
+    assert torch.equal(pixel_intensities(data), grey.float().reshape(1, 6))
 
 
 def test_initialization_is_the_recipe():

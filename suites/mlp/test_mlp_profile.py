@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from pytest_hpml.distributed import run_distributed
-from suites.common.data import load_mnist
+from suites.common.data import load
 from suites.mlp import model
 from suites.mlp.step_profile import PHASES, TimeModel, busbw, median, profile_rank
-from suites.mlp.training import MLPConfig
+from suites.mlp.training import MLPConfig, pixel_intensities
 
 pytestmark = [pytest.mark.mlp, pytest.mark.data_parallel]
 
@@ -54,13 +54,13 @@ def _h2d_bandwidth(hpml, nbytes: int) -> dict[str, float]:  # pragma: no cover -
 
 @pytest.mark.hpml(min_samples=10, max_time=2.0)
 @pytest.mark.hpml_devices("cpu", "cuda")
-def test_training_step_profile(hpml, device, data_root):
+def test_training_step_profile(hpml, device, data_root, mnist_dataset):
     hpml.experiment = "MLP: profile of one data-parallel training step"
     setup = SETUP[hpml.profile]
     ranks = _ranks(hpml.profile, hpml.device)
     config = MLPConfig(hidden=setup["hidden"], batch_size=setup["batch"], lr=1e-2)
-    data = load_mnist("train", root=data_root, limit=setup["batch"])
-    X, y = data.flat(), data.labels
+    data = load(mnist_dataset, "train", root=data_root, limit=setup["batch"])
+    X, y = pixel_intensities(data), data.labels
     kind = "cuda" if hpml.device.type == "cuda" else "cpu"
     hpml.param(data=data.source, ranks=ranks, hidden=config.hidden, batch=config.batch_size)
 
