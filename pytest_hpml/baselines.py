@@ -174,10 +174,13 @@ def _file_mode(path: Path) -> int:
 
 def _merged_metric(new: Metric, old: dict[str, Any] | None, keep: int) -> dict[str, Any]:
     data = new.to_dict()
-    for key in COMPARISON_FIELDS:
+    for key in (*COMPARISON_FIELDS, "runs"):
         data.pop(key, None)
     history = list(old.get("history") or [old["value"]]) if old else []
-    data["history"] = (history + [new.value])[-keep:]
+    # Every process of this run is one run of history: the spread between them is the noise
+    # the next comparison weighs a change against.
+    fresh = [v for v in new.runs or [] if math.isfinite(v)]
+    data["history"] = (history + fresh + [new.value])[-keep:]
     return data
 
 

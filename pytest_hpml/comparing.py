@@ -31,6 +31,7 @@ class Comparison:
         self.keep: int = opt.hpml_baseline_runs
         self.reset: bool = opt.hpml_reset_baseline
         self.confirm: int = opt.hpml_confirm
+        self.processes: int = opt.hpml_baseline_processes
         self.tolerance: float = opt.hpml_tolerance
         self.alpha: float = opt.hpml_alpha
         self.directory = Path(opt.hpml_baselines or Path(config.rootpath, "baselines"))
@@ -80,6 +81,18 @@ class Comparison:
         record.metrics.extend(verdicts.compare_record(record, old, self.tolerance, self.alpha,
                                                       confirmations, can_confirm))
 
+    def measure_again(self, item: pytest.Item, records: list[Record], processes: int,
+                      why: str) -> None:
+        """Run the test in `processes` fresh processes and give each measured metric its
+        values from them (Metric.runs)."""
+        reruns, problems = confirm.rerun(item, self.run.profile, processes)
+        for record in records:
+            values = confirm.values_by_metric(reruns, record.id)
+            for m in record.metrics:
+                if m.compared and values.get(m.name):
+                    m.runs = [*(m.runs or []), *values[m.name]]
+            record.warnings += [f"{why}: {p}" for p in problems]
+
     def judge(self, item: pytest.Item, records: list[Record], may_confirm: bool = True
               ) -> list[str]:
         """Fill verdicts in place, confirming suspected regressions in fresh processes first
@@ -88,12 +101,18 @@ class Comparison:
             self._compare(record, None, can_confirm=may_confirm and self.confirm > 0)
         suspected = [r for r in records if verdicts.suspects(r)]
         if suspected:
-            reruns, problems = confirm.rerun(item, self.run.profile, self.confirm)
+            self.measure_again(item, suspected, self.confirm, "confirmation")
             for record in suspected:
-                self._compare(record, confirm.values_by_metric(reruns, record.id),
-                              can_confirm=False)
-                record.warnings += [f"confirmation: {p}" for p in problems]
+                self._compare(record, None, can_confirm=False)
         return [line for r in records for line in verdicts.failures(r, self.tolerance)]
+
+    def widen_history(self, item: pytest.Item, records: list[Record]) -> None:
+        """A save measures in fresh processes too, so that the baseline knows this machine's
+        between-run spread from the first save (a comparison's confirmations count)."""
+        extra = self.processes - 1
+        pending = [r for r in records if any(m.compared and not m.runs for m in r.metrics)]
+        if extra > 0 and pending:
+            self.measure_again(item, pending, extra, "baseline process")
 
     def write(self) -> list[Path]:
         records = self.run.records
@@ -116,6 +135,8 @@ COMPARISON_KEY = pytest.StashKey[Comparison]()
 #: Fresh processes behind a failing verdict: with the suspect run, three process medians,
 #: enough to estimate the spread between processes.
 DEFAULT_CONFIRMATIONS = 2
+#: Processes behind a saved baseline: three medians are the fewest that give a spread.
+DEFAULT_BASELINE_PROCESSES = 3
 
 
 def fraction(text: str) -> float:
@@ -143,6 +164,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--hpml-baseline-runs", type=positive(int), default=baselines.DEFAULT_KEEP,
                     metavar="N", help="runs of history a baseline keeps per metric, so the "
                     f"run-to-run spread is known ({baselines.DEFAULT_KEEP})")
+    group.addoption("--hpml-baseline-processes", type=positive(int),
+                    default=DEFAULT_BASELINE_PROCESSES, metavar="N",
+                    help="processes a save measures each test in (the run's own and N-1 fresh "
+                         "ones), so the first baseline already knows the spread between "
+                         f"processes ({DEFAULT_BASELINE_PROCESSES}; 1: the run alone)")
     group.addoption("--hpml-reset-baseline", action="store_true",
                     help="with --hpml-save-baseline: restart the history of the saved rows "
                          "instead of appending to it (after a hardware or driver change)")
@@ -175,9 +201,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Gener
     report = yield
     comparison = item.config.stash[COMPARISON_KEY]
     fixture = fixture_of(item)
-    if call.when != "call" or fixture is None or not comparison.compare:
+    if call.when != "call" or fixture is None:
         return report
-    failing = comparison.judge(item, fixture.records(), may_confirm=report.passed)
+    failing = []
+    if comparison.compare:
+        failing = comparison.judge(item, fixture.records(), may_confirm=report.passed)
+    if comparison.save and report.passed and not failing:
+        comparison.widen_history(item, fixture.records())
     if failing and report.passed:
         report.outcome = "failed"
         report.longrepr = "hpml: failed the comparison with the baseline:\n  " + "\n  ".join(

@@ -31,7 +31,8 @@ from pytest_hpml.results import Record
 #: Options that belong to the outer run only (outputs, baselines, confirmation itself).
 NOT_PASSED = {"hpml_report", "hpml_export_benchmark_action", "hpml_export_bencher",
               "hpml_plots", "hpml_compare", "hpml_save_baseline", "hpml_reset_baseline",
-              "hpml_baselines", "hpml_baseline_runs", "hpml_confirm", "hpml_profile"}
+              "hpml_baselines", "hpml_baseline_runs", "hpml_baseline_processes", "hpml_confirm",
+              "hpml_profile"}
 RERUN_TIMEOUT = 900.0
 
 

@@ -37,6 +37,9 @@ class Metric:
     note: str | None = None
     # Derived metrics (a bandwidth from a time) are judged with the evidence of their timing.
     derived_from: str | None = None
+    # The metric's values from further fresh processes of this run (a save's extra processes,
+    # a comparison's confirmation runs), beside `value` from the test's own process.
+    runs: list[float] | None = None
     # Baselines only: the medians of this metric's last runs, oldest first.
     history: list[float] | None = None
     # Filled by a comparison with a baseline; absent otherwise.

@@ -6,7 +6,7 @@ import math
 
 _PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
 _SUB_SECOND = [(1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")]
-_SCALED_UNITS = {"B/s", "FLOP/s", "FLOP", "B", "OP/s", "OP"}
+_SCALED_UNITS = {"B/s", "FLOP/s", "FLOP", "B", "OP/s", "OP", "Hz"}
 
 
 def scale_for(unit: str, value: float) -> tuple[float, str]:

@@ -123,7 +123,8 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
     if not history:  # an old baseline that stored NaN: nothing to compare with
         current.verdict = "ambiguous"
         return current
-    now = [current.value, *(confirmations or [])]
+    confirmations = [*(current.runs or []), *(confirmations or [])]
+    now = [current.value, *confirmations]
     reference, value = statistics.median(history), statistics.median(now)
     change = current.change = relative_change(reference, value)
     n = noise(history, now, current, base)

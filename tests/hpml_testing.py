@@ -19,9 +19,11 @@ HAS_GPU = devices.physical_gpu_count() > 0
 #: For the checks of what happens without a GPU (the development machine, CPU-only CI).
 without_gpu = pytest.mark.skipif(HAS_GPU, reason="checks the behaviour on a machine without GPU")
 
-#: Inner runs: short timings (the plugin's behaviour is under test, not the machine's) and the
-#: quick profile whatever the machine, so baseline file names are known.
-FAST = ("--hpml-max-time=0.05", "--hpml-profile=quick", "-p", "no:cacheprovider")
+#: Inner runs: short timings (the plugin's behaviour is under test, not the machine's), the
+#: quick profile whatever the machine, so baseline file names are known, and saves from the
+#: run's own process alone (tests of the extra baseline processes ask for them).
+FAST = ("--hpml-max-time=0.05", "--hpml-profile=quick", "-p", "no:cacheprovider",
+        "--hpml-baseline-processes=1")
 
 
 def run_with_json(pytester: pytest.Pytester, *args: str) -> tuple[Any, dict[str, Any]]:

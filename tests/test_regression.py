@@ -210,3 +210,22 @@ def test_the_json_report_keeps_every_verdict_field(pytester: pytest.Pytester) ->
     report = json.loads(Path(pytester.path / "report.json").read_text())
     bytes_ = next(m for r in report["records"] for m in r["metrics"] if m["name"] == "bytes")
     assert {"verdict", "change", "baseline", "mdc", "basis"} <= set(bytes_)
+
+
+def test_a_save_measures_in_fresh_processes_so_the_first_baseline_knows_the_spread(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_bench=SLEEPER)
+    _run(pytester, [1.0, 1.1, 0.9], "--hpml-save-baseline", "--hpml-baseline-processes=3"
+         ).assert_outcomes(passed=1)
+    assert (pytester.path / "counter.txt").read_text() == "3"
+    stored = json.loads(next((pytester.path / "baselines").glob("*.json")).read_text())
+    history = {m["name"]: m["history"] for r in stored["records"] for m in r["metrics"]}
+    assert len(history["time"]) == len(history["rate"]) == 3
+    # The fresh processes (factors 1.1, 0.9) come first, the run's own (1.0) last.
+    slow, fast, own = history["time"]
+    assert fast < own < slow
+    # With the spread known, a comparison needs no confirmation to call an identical run.
+    result = _run(pytester, [1.0], "--hpml-compare")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "counter.txt").read_text() == "1"
+    assert "from 3 stored and 1 current" in _verdicts(pytester)["time"]["basis"]
