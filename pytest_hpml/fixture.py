@@ -106,6 +106,16 @@ class Recorder:
             self._record.warnings.append(f"{name}: {warning}")
         return timing
 
+    def record_timing(self, name: str, samples: list[float], unit: str = "s") -> Timing:
+        """A time measured elsewhere (per-step times from the ranks of a distributed run, a
+        training loop's epochs) recorded as `name`, lower is better, each sample a sample; the
+        Timing returned serves figures derived from it (timing=)."""
+        if not samples:
+            raise ValueError(f"metric {name!r}: record_timing needs at least one sample")
+        timing = Timing(samples=list(samples), recorded_as=name)
+        self.record(name, timing.median, unit=unit, better="lower", samples=list(samples))
+        return timing
+
     def record_bandwidth(self, name: str, bytes_per_call: float, timing: Timing) -> Metric:
         """Bytes moved per call over the median time: B/s, higher is better."""
         return self.record(name, bytes_per_call / timing.median, unit="B/s", better="higher",

@@ -96,6 +96,7 @@ def test_rank_that_raises_is_reported_with_rank_and_traceback(tmp_path):
     assert error.rank == 1
     message = str(error)
     assert "rank 1 raised ValueError: bad shard on rank 1" in message
+    assert error.exception_type == "ValueError"  # what a caller tells kinds of failure by
     assert "raising_rank" in error.rank_traceback  # the rank's own frame, not the launcher's
     pids = _pids(tmp_path)
     assert len(pids) == 2
@@ -119,8 +120,9 @@ def test_rank_that_hangs_is_killed_at_the_timeout(tmp_path):
 
 
 def test_rank_that_dies_silently_is_reported():
-    with pytest.raises(DistributedError, match=r"rank 1 died with exit code 3"):
+    with pytest.raises(DistributedError, match=r"rank 1 died with exit code 3") as info:
         run_distributed(dying_rank, 2, timeout=120)
+    assert info.value.exception_type is None  # it died without raising
     assert multiprocessing.active_children() == []
 
 

@@ -20,6 +20,16 @@ EXPERIMENT = """
         assert timing.iqr >= 0 and timing.cv >= 0
         assert len(timing.samples) == timing.n
 
+    def test_timing_measured_elsewhere(hpml):
+        steps = [0.2, 0.1, 0.3]  # per-step times a distributed run sent back
+        timing = hpml.record_timing("step_time", steps)
+        assert timing.median == 0.2 and timing.recorded_as == "step_time"
+        epoch = hpml.record("epoch_time", sum(steps), unit="s", better="lower", timing=timing)
+        assert epoch.derived_from == "step_time"
+        assert epoch.samples == pytest.approx([0.6, 0.3, 0.9])  # scaled with each step
+        with pytest.raises(ValueError, match="at least one sample"):
+            hpml.record_timing("empty", [])
+
     def test_rates(hpml):
         from pytest_hpml.timing import Timing
 
@@ -65,7 +75,7 @@ EXPERIMENT = """
 def test_fixture_end_to_end(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(EXPERIMENT)
     result, document = run_with_json(pytester)
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
     metrics = metrics_by_test(document)
     name = "test_fixture_end_to_end.py::"
 

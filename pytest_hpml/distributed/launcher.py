@@ -73,12 +73,13 @@ def _drain(results: Any, wait: float) -> list[tuple]:
 
 
 def _rank_failure(message: tuple, others: list[tuple]) -> DistributedError:
-    _, rank, summary, rank_traceback = message
+    _, rank, summary, rank_traceback, exception_type = message
     other_lines = [f"rank {m[1]}: {m[2]}" for m in others if m[0] == "error"]
     text = f"rank {rank} raised {summary}\n\n--- traceback of rank {rank} ---\n{rank_traceback}"
     if other_lines:
         text += "\nother ranks failed after it:\n  " + "\n  ".join(other_lines)
-    return DistributedError(text, rank=rank, rank_traceback=rank_traceback, others=other_lines)
+    return DistributedError(text, rank=rank, rank_traceback=rank_traceback, others=other_lines,
+                            exception_type=exception_type)
 
 
 def _first_failure(message: tuple, processes: list[Any], lifelines: list[Any],

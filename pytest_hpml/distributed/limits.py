@@ -28,11 +28,14 @@ class DistributedError(RuntimeError):
     """A rank failed: it raised, or it died without reporting (killed, crashed, exit code)."""
 
     def __init__(self, message: str, rank: int | None = None, rank_traceback: str = "",
-                 others: list[str] | None = None) -> None:
+                 others: list[str] | None = None, exception_type: str | None = None) -> None:
         super().__init__(message)
         self.rank = rank
         self.rank_traceback = rank_traceback
         self.others = others or []
+        #: The class name of the exception the rank raised ("MemoryError", ...); None when the
+        #: rank died without raising.
+        self.exception_type = exception_type
 
 
 class DistributedTimeout(DistributedError):

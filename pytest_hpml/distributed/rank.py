@@ -121,7 +121,8 @@ def rank_main(rank: int, world_size: int, backend: str, port: int, timeout: floa
         dist.destroy_process_group()
         results.put(("ok", rank, serialize(result)))
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the test
-        results.put(("error", rank, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        results.put(("error", rank, f"{type(exc).__name__}: {exc}", traceback.format_exc(),
+                     type(exc).__name__))
         # Flush the report before this rank's connections close: peers notice the closed
         # connections and raise too, and the parent must read the cause before the consequences.
         results.close()

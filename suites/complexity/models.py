@@ -1,8 +1,7 @@
 """The lab's models, all built by torchvision (nothing re-implemented), and their parameter counts.
 
-``resnet18_cifar`` is the usual CIFAR-10 adaptation of torchvision's ResNet-18 used by the other
-labs: 10 classes, a 3x3 stride-1 first convolution instead of the 7x7 stride-2 one, and no max
-pool, so that 32x32 images are not shrunk to 8x8 before the first residual stage.
+``resnet18_cifar`` is the CIFAR-10 adaptation of torchvision's ResNet-18 that the other labs
+train; it is defined once, in suites/common/models.py.
 """
 
 from __future__ import annotations
@@ -13,18 +12,13 @@ import torch
 import torchvision
 from torch import nn
 
+from suites.common.models import resnet18_cifar
+
 IMAGENET_MODELS: tuple[str, ...] = ("resnet18", "resnet50", "vgg16", "vgg19")
 CIFAR_RESNET18 = "resnet18_cifar"
 ALL_MODELS: tuple[str, ...] = (*IMAGENET_MODELS, CIFAR_RESNET18)
 
 BYTES_PER_FP32 = 4
-
-
-def _resnet18_cifar() -> nn.Module:
-    model = torchvision.models.resnet18(weights=None, num_classes=10)
-    model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
-    model.maxpool = nn.Identity()
-    return model
 
 
 def build_model(name: str, device: torch.device | str = "cpu") -> nn.Module:
@@ -34,7 +28,7 @@ def build_model(name: str, device: torch.device | str = "cpu") -> nn.Module:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(ALL_MODELS)}")
     with torch.device(device):
         if name == CIFAR_RESNET18:
-            return _resnet18_cifar()
+            return resnet18_cifar()
         return getattr(torchvision.models, name)(weights=None)
 
 

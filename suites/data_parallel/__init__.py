@@ -1,0 +1,31 @@
+"""Lab: data-parallel training of ResNet-18 on CIFAR-10 at 1, 2 and 4 workers (shared/seeds 004
+part A; a student's answers in 001): DataParallel and DDP, speedup, compute vs communication,
+all-reduce bandwidth, large batches and their remedies. Every answer is a measured number: gloo
+CPU ranks in `make test` (quick profile), nccl with one GPU per rank in the full profile, and
+the same rank function under torchrun on one node or many.
+
+Measuring (no pytest, written against torch.distributed):
+    recipe.py        lab 2's recipe as plain values; Goyal et al.'s linear scaling and warm-up
+    loader.py        CIFAR-10 shards (DistributedSampler), batch augmentation in 2 loader workers
+    clocks.py        host and CUDA-event clocks for the inside of a step; union of intervals
+    comm_hook.py     DDP comm hook: each gradient bucket's all-reduce, timed, bytes counted
+    wire.py          bytes of every collective, by phase, by wrapping torch.distributed
+    training.py      the training loop of one process; what each epoch measured
+    ranks.py         the rank functions (train, sample order, all_reduce sweep) and the CLI
+    memory.py        out-of-memory in a rank as a finding; a CPU memory budget for Q1
+    dataparallel.py  nn.DataParallel on N GPUs in one process (GPU only)
+Figures and setup (no torch.distributed):
+    figures.py       across ranks: slowest step, compute / communication / exposed, speedup
+    bandwidth.py     algbw, busbw, the ring all-reduce model of Patarasuk and Yuan and its fit
+    sizes.py         quick and full profiles: what quick scales down
+    published.py     seed report 001's figures, shown as published references only
+    lab.py           the lab as tests use it: runs kept per process, shared table columns
+    conftest.py      the `lab` fixture; ranks start with the lab already imported
+
+Questions (the handout's numbers) -> tests: Q1 test_data_parallel_q1_batch_size, Q2
+test_data_parallel_q2_speedup, Q3.1 test_data_parallel_q3_1_communication, Q3.2
+test_data_parallel_q3_2_bandwidth, Q4 test_data_parallel_q4_large_batch, Q5
+test_data_parallel_q5_set_epoch, Q6 and Q7 test_data_parallel_q6_q7_wire, DataParallel vs DDP
+test_data_parallel_q8_dp_vs_ddp (GPU); torchrun in test_data_parallel_torchrun; bad input in
+test_data_parallel_bad_input; the instruments on known answers in test_data_parallel_pieces.
+"""

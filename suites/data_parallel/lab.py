@@ -1,0 +1,136 @@
+"""The lab as the tests use it: one size profile on one device type, its training runs started
+through the launcher and kept for the rest of the process, and the columns every table shares.
+
+Several questions read the same run (Q2's one-worker baseline serves every scaling
+row; Q3.1 and Q3.2 read one synchronized + no_sync run), so a run is started once per
+process and configuration. Runs are seeded: a second process starting the same run gets the
+same model, and its own timings.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+import torch
+
+from pytest_hpml import Timing
+from suites.data_parallel.loader import DataSpec
+from suites.data_parallel.memory import launch
+from suites.data_parallel.ranks import CPU_THREADS_PER_WORKER, RankResult, train_rank
+from suites.data_parallel.recipe import Recipe, split_global_batch
+from suites.data_parallel.sizes import Scale, data_for, scale_for
+
+
+def device_workers(workers: tuple[int, ...] | list[int]) -> list[Any]:
+    """(device, workers) cases: gloo CPU ranks for each world size, and a CUDA case per world
+    size marked gpu and multi_gpu(n), which skips with a reason where fewer GPUs are visible."""
+    cases = [pytest.param("cpu", n, id=f"cpu-{n}w") for n in workers]
+    for n in workers:
+        marks = [pytest.mark.gpu] + ([pytest.mark.multi_gpu(n)] if n > 1 else [])
+        cases.append(pytest.param("cuda", n, marks=marks, id=f"cuda-{n}w"))
+    return cases
+
+
+class Lab:
+    def __init__(self, profile: str, device: str, data_root: Any) -> None:
+        self.profile = profile
+        self.device = device
+        self.scale: Scale = scale_for(profile)
+        self.data = data_for(profile, data_root)
+        self._runs: dict[tuple, list[RankResult]] = {}
+
+    def skip_unless_in_profile(self, workers: int | None = None) -> None:
+        """CPU workers run the quick profile, and its world sizes (``workers=None``: a question
+        that needs its own); GPUs run either profile (``multi_gpu(n)`` has already skipped
+        what the GPUs present cannot run)."""
+        if self.device != "cpu":
+            return
+        if self.profile == "full":
+            pytest.skip("the full profile is the GPU experiment (ResNet-18, 50,000 images per "
+                        "epoch): CPU workers run the quick profile")
+        if workers is not None and workers not in self.scale.workers:
+            pytest.skip(f"the quick profile runs {', '.join(map(str, self.scale.workers))} CPU "
+                        f"workers here (4 only where the question needs them)")
+
+    def batch_sweep_data(self) -> DataSpec:
+        return data_for(self.profile, self.data.root, self.scale.batch_sweep_images)
+
+    def recipe(self, **changes: Any) -> Recipe:
+        return replace(Recipe(width=self.scale.width), **changes)
+
+    def strong_scaling_recipe(self, global_batch: int, workers: int, **changes: Any) -> Recipe:
+        """A fixed global batch split across the workers (refused when it cannot be)."""
+        return self.recipe(batch_per_worker=split_global_batch(global_batch, workers), **changes)
+
+    def large_batch_data(self) -> DataSpec:
+        return data_for(self.profile, self.data.root, self.scale.large_batch_images,
+                        self.scale.large_batch_eval_split)
+
+    def train(self, workers: int, recipe: Recipe, memory_budget: int | None = None,
+              data: DataSpec | None = None) -> list[RankResult]:
+        """The ranks' results of one training run, started once per process."""
+        data = data or self.data
+        key = (workers, recipe, memory_budget, data)
+        if key not in self._runs:
+            self._runs[key] = launch(train_rank, workers, data, recipe, self.device,
+                                     memory_budget, device=self.device,
+                                     timeout=self.scale.run_timeout)
+        return self._runs[key]
+
+    def hardware(self, results: list[RankResult] | None = None) -> str:
+        """What the figures were measured on, in every row: nobody should mistake 2 CPU cores
+        for a GPU."""
+        if self.device == "cuda":
+            name = results[0].device if results else torch.cuda.get_device_name(0)
+            return f"{name} (nccl)"
+        return (f"{os.cpu_count()} CPU cores, {CPU_THREADS_PER_WORKER} thread per worker "
+                f"(gloo)")
+
+    def describe(self, hpml: Any, results: list[RankResult] | None = None,
+                 data: DataSpec | None = None, note: str = "") -> None:
+        """The shared columns (where, on what data) and, under the table, what quick scaled
+        down (and ``note``, what this table's runs scaled down besides)."""
+        data = data or self.data
+        source = results[0].data if results else (
+            "CIFAR-10" if data.root else "synthetic-CIFAR-10")
+        images = data.train_images or "all"
+        hpml.param(measured_on=self.hardware(results), data=f"{source}, {images} images")
+        if self.scale.scaled_down:
+            hpml.setting("resnet18_width", self.scale.width,
+                         note="; ".join(n for n in (self.scale.scaled_down, note) if n))
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    timing: Timing  # one sample per step (the slowest rank's), recorded as step_time
+    total: float  # their sum: the epoch's training time
+
+
+def record_steps(hpml: Any, name: str, steps: list[float]) -> StepTimes:
+    """Record an epoch's steps as ``step_time`` (median, each step a sample) and their sum as
+    ``name``, derived from that timing so that its verdict rests on the steps' evidence."""
+    timing = hpml.record_timing("step_time", list(steps))
+    total = sum(steps)
+    hpml.record(name, total, unit="s", better="lower", timing=timing)
+    return StepTimes(timing, total)
+
+
+def large_batch_variants(lab: Lab, workers: int) -> dict[str, tuple[int, Recipe]]:
+    """Q4's runs, name -> (workers, recipe): lab 2's batch on one worker, the large
+    batch on ``workers``, then each of Goyal et al.'s remedies added. Each rank also scores
+    its model at the end (Q6 and Q7 read these runs)."""
+    scale = lab.scale
+    base = lab.recipe(batch_per_worker=scale.baseline_batch, epochs=scale.large_batch_epochs,
+                      lr=scale.baseline_lr, lr_batch=scale.baseline_batch,
+                      augment=scale.large_batch_augment, evaluate=True)
+    large = replace(base, batch_per_worker=scale.large_batch)
+    return {
+        f"batch {base.batch_per_worker} on 1 worker": (1, base),
+        f"batch {large.batch_per_worker} x {workers} workers": (workers, large),
+        "+ linear lr scaling": (workers, replace(large, linear_scaling=True)),
+        f"+ linear lr scaling + {scale.warmup_epochs}-epoch warm-up": (workers, replace(
+            large, linear_scaling=True, warmup_epochs=scale.warmup_epochs)),
+    }
