@@ -12,6 +12,6 @@ PALEO estimates, roofline), every figure computed and checked on any device.
 
 Questions -> tests: Q1 test_complexity_params, Q2 test_complexity_memory, Q3
 test_complexity_flops, Q4 test_complexity_bytes, Q5 test_complexity_paleo, Q6
-test_complexity_roofline; test_complexity_methods checks the instruments on known answers, test_complexity_forward the
-fp32 switch of the timed forward passes.
+test_complexity_roofline; test_complexity_methods checks the instruments on known answers,
+test_complexity_forward the fp32 switch of the timed forward passes.
 """
