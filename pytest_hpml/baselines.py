@@ -89,7 +89,7 @@ def _check_metric(path: Path, record_id: str, m: Any) -> None:
     where = f"metric {m['name']!r} of {record_id!r}"
     if not _finite_number(m.get("value")):
         raise _damaged(path, f"{where}: value {m.get('value')!r} is not a finite number")
-    for key in ("samples", "history"):
+    for key in ("samples", "history", "relative_history"):
         values = m.get(key)
         if values is None:
             continue
@@ -174,13 +174,19 @@ def _file_mode(path: Path) -> int:
 
 def _merged_metric(new: Metric, old: dict[str, Any] | None, keep: int) -> dict[str, Any]:
     data = new.to_dict()
-    for key in (*COMPARISON_FIELDS, "runs"):
+    for key in (*COMPARISON_FIELDS, "runs", "relative_runs"):
         data.pop(key, None)
-    history = list(old.get("history") or [old["value"]]) if old else []
     # Every process of this run is one run of history: the spread between them is the noise
     # the next comparison weighs a change against.
+    history = list(old.get("history") or [old["value"]]) if old else []
     fresh = [v for v in new.runs or [] if math.isfinite(v)]
     data["history"] = (history + fresh + [new.value])[-keep:]
+    if new.relative is not None:
+        # Relative to the yardstick: only runs that timed it, so the series restarts when a
+        # run did not.
+        relative = list(old.get("relative_history") or []) if old else []
+        fresh = [v for v in new.relative_runs or [] if math.isfinite(v)]
+        data["relative_history"] = (relative + fresh + [new.relative])[-keep:]
     return data
 
 

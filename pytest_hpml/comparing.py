@@ -87,10 +87,15 @@ class Comparison:
         values from them (Metric.runs)."""
         reruns, problems = confirm.rerun(item, self.run.profile, processes)
         for record in records:
-            values = confirm.values_by_metric(reruns, record.id)
+            measured = confirm.metrics_by_name(reruns, record.id)
             for m in record.metrics:
-                if m.compared and values.get(m.name):
-                    m.runs = [*(m.runs or []), *values[m.name]]
+                again = measured.get(m.name, [])
+                if not m.compared or not again:
+                    continue
+                m.runs = [*(m.runs or []), *(x.value for x in again)]
+                relative = [x.relative for x in again]
+                if m.relative is not None and None not in relative:
+                    m.relative_runs = [*(m.relative_runs or []), *relative]
             record.warnings += [f"{why}: {p}" for p in problems]
 
     def judge(self, item: pytest.Item, records: list[Record], may_confirm: bool = True

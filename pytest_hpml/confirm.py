@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpml.results import Record
+from pytest_hpml.results import Metric, Record
 
 #: Options that belong to the outer run only (outputs, baselines, confirmation itself).
 NOT_PASSED = {"hpml_report", "hpml_export_benchmark_action", "hpml_export_bencher",
@@ -120,12 +120,12 @@ def rerun(item: pytest.Item, profile: str, runs: int, run: Any = run_forked
     return records, problems
 
 
-def values_by_metric(reruns: list[list[Record]], record_id: str) -> dict[str, list[float]]:
-    """{metric name: its value in each rerun} for one row."""
-    out: dict[str, list[float]] = {}
+def metrics_by_name(reruns: list[list[Record]], record_id: str) -> dict[str, list[Metric]]:
+    """{metric name: the metric as each rerun measured it} for one row."""
+    out: dict[str, list[Metric]] = {}
     for records in reruns:
         for record in records:
             if record.id == record_id:
                 for m in record.metrics:
-                    out.setdefault(m.name, []).append(m.value)
+                    out.setdefault(m.name, []).append(m)
     return out

@@ -85,7 +85,8 @@ class Recorder:
             samples = _scaled_samples(value, timing, better)
             derived_from = timing.recorded_as
         metric = Metric(name=name, value=value, unit=unit, better=better, tolerance=tolerance,
-                        samples=samples, note=note, derived_from=derived_from)
+                        samples=samples, note=note, derived_from=derived_from,
+                        yardstick=timing.yardstick if timing is not None else None)
         if samples:
             metric.iqr = summarize(samples).iqr  # printed as "value ± IQR"
         return self._record.add(metric)
@@ -97,11 +98,16 @@ class Recorder:
         test; clock="host": the wall clock, for calls that end synchronized with the device
         (a whole program, a host-side loop)."""
         config = self._owner.timing_config
-        timing = measure(fn, args, kwargs, config=config,
-                         clock=clock_for(self._owner.device_name, clock,
-                                         cold_l2=config.cold_l2))
+        timer = clock_for(self._owner.device_name, clock, cold_l2=config.cold_l2)
+        if config.yardstick and self._owner.device_name == "cpu":
+            from pytest_hpml.yardstick import YardstickClock
+
+            timer = YardstickClock(timer)
+        timing = measure(fn, args, kwargs, config=config, clock=timer)
         timing.recorded_as = name
-        self.record(name, timing.median, unit="s", better="lower", samples=list(timing.samples))
+        metric = self.record(name, timing.median, unit="s", better="lower",
+                             samples=list(timing.samples))
+        metric.yardstick = timing.yardstick
         for warning in timing.warnings:
             self._record.warnings.append(f"{name}: {warning}")
         return timing

@@ -2,7 +2,7 @@
 (a pytest plugin module). Defaults live in TimingConfig; this module only overrides them.
 
     @pytest.mark.hpml(min_samples=3, max_time=2.0, warmup=1, cold_l2=False, target_rse=0.01,
-                      tolerance=0.2, expect_missing=["time"])
+                      yardstick=False, tolerance=0.2, expect_missing=["time"])
 
 A malformed marker is a usage error at collection that names the test and says what to write.
 """
@@ -39,6 +39,7 @@ MARKER_OPTIONS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "warmup": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
                "an int >= 1 (the first call is never a sample), e.g. warmup=2"),
     "cold_l2": (lambda v: isinstance(v, bool), "True or False"),
+    "yardstick": (lambda v: isinstance(v, bool), "True or False"),
     "tolerance": (lambda v: _is_number(v) and v >= 0, "a fraction >= 0, e.g. tolerance=0.2"),
     "expect_missing": (_is_names, "a list of metric names, or '*', e.g. "
                                   "expect_missing=['time']"),
@@ -70,7 +71,8 @@ def timing_config(item: pytest.Item, profile: str) -> TimingConfig:
     """The run's policy (profile defaults, command line) with this test's marker on top."""
     opt = item.config.option
     run_wide = dict(max_time=opt.hpml_max_time, min_samples=opt.hpml_min_samples,
-                    target_rse=opt.hpml_target_rse)
+                    target_rse=opt.hpml_target_rse,
+                    yardstick=None if opt.hpml_yardstick == "on" else False)
     test_wide = {k: v for k, v in marker_options(item).items() if k in TIMING_OPTIONS}
     return TimingConfig.for_profile(profile, **{**run_wide, **test_wide})
 
@@ -100,6 +102,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--hpml-target-rse", type=positive(float), default=None, metavar="FRACTION",
                     help="stop sampling at this relative standard error of the mean "
                          f"({defaults.target_rse})")
+    group.addoption("--hpml-yardstick", choices=("on", "off"), default="on",
+                    help="on (default): CPU timings also time a fixed memory copy between their "
+                         "samples, and comparisons judge them relative to it (the machine's own "
+                         "speed drifts on shared runners); off: raw timings only")
 
 
 def pytest_configure(config: pytest.Config) -> None:

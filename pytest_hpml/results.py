@@ -37,11 +37,17 @@ class Metric:
     note: str | None = None
     # Derived metrics (a bandwidth from a time) are judged with the evidence of their timing.
     derived_from: str | None = None
+    # Seconds of the machine's yardstick timed alongside (CPU timings and what derives from
+    # them): comparisons may judge the value relative to it (pytest_hpml.yardstick).
+    yardstick: float | None = None
     # The metric's values from further fresh processes of this run (a save's extra processes,
-    # a comparison's confirmation runs), beside `value` from the test's own process.
+    # a comparison's confirmation runs), beside `value` from the test's own process; as
+    # measured, and relative to each process's yardstick.
     runs: list[float] | None = None
-    # Baselines only: the medians of this metric's last runs, oldest first.
+    relative_runs: list[float] | None = None
+    # Baselines only: the values of the last runs, oldest first; as measured, and relative.
     history: list[float] | None = None
+    relative_history: list[float] | None = None
     # Filled by a comparison with a baseline; absent otherwise.
     baseline: float | None = None
     change: float | None = None
@@ -74,6 +80,15 @@ class Metric:
                     # One broken sample would poison every statistic of the metric.
                     raise ValueError(f"metric {self.name!r}: sample {i} is {v}; samples must "
                                      "be finite numbers")
+
+    @property
+    def relative(self) -> float | None:
+        """The value relative to the machine's yardstick (a time over it, a rate times it);
+        None without a yardstick or a direction."""
+        if not self.yardstick or self.better is None or not math.isfinite(self.value):
+            return None
+        return self.value / self.yardstick if self.better == "lower" else \
+            self.value * self.yardstick
 
     @property
     def compared(self) -> bool:

@@ -37,6 +37,7 @@ class TimingConfig:
     target_rse: float = 0.005  # stop once stdev / sqrt(n) / mean falls below this
     warmup: int = 1  # calls before the first sample: JIT compilation, autotuning, caches
     cold_l2: bool = False  # CUDA: flush L2 before every sample, outside the timed region
+    yardstick: bool = True  # CPU: time the machine's speed between samples (yardstick.py)
     min_sample_time: float = 20e-6  # CPU: repeat very short calls inside one sample
     max_samples: int = 100_000
 
@@ -49,8 +50,9 @@ class TimingConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"{name} must be a number, got {value!r}")
-        if not isinstance(self.cold_l2, bool):
-            raise ValueError(f"cold_l2 must be True or False, got {self.cold_l2!r}")
+        for name in ("cold_l2", "yardstick"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.min_samples < 1:
             raise ValueError(f"min_samples must be >= 1, got {self.min_samples}")
         if self.warmup < 1:
@@ -80,6 +82,7 @@ class Timing:
     warnings: list[str] = field(default_factory=list)
     result: Any = field(default=None, repr=False, compare=False)
     recorded_as: str | None = None  # the metric name hpml.time recorded it under
+    yardstick: float | None = None  # seconds of the machine's yardstick, timed alongside
 
     @property
     def summary(self) -> Summary:
@@ -371,7 +374,8 @@ def measure(
     warnings += getattr(clock, "warnings", list)()
     # cold_l2 says what happened: a host clock never flushes, whatever the test asked for.
     timing = Timing(samples=samples, device=clock.device, inner=inner, cold_l2=flushes,
-                    warnings=warnings, result=last[0])
+                    warnings=warnings, result=last[0],
+                    yardstick=getattr(clock, "yardstick_seconds", None))
     ratio = noise_ratio(timing.summary)
     if ratio is not None:
         timing.warnings.append(

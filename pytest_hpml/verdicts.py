@@ -100,12 +100,46 @@ def minimum_detectable_change(n: Noise, runs_now: int, runs_before: int, toleran
     return max(tolerance, math.expm1(threshold))
 
 
+@dataclass
+class Evidence:
+    """One series of process values a verdict can rest on, and what it shows."""
+
+    label: str  # "" for the values as measured
+    history: list[float]  # the baseline's runs
+    now: list[float]  # this run's processes, the test's own first
+    change: float = 0.0
+    mdc: float = math.inf
+    noise: Noise | None = None
+
+
+def _series(current: Metric, base: Metric, confirmations: list[float] | None) -> list[Evidence]:
+    """The values as measured, and, when both runs timed the machine's yardstick, the values
+    relative to it."""
+    found = [Evidence("", list(base.history or [base.value]),
+                      [current.value, *(current.runs or []), *(confirmations or [])])]
+    base_relative = base.relative_history or ([base.relative] if base.relative else None)
+    if current.relative is not None and base_relative:
+        found.append(Evidence("relative to the machine's yardstick", list(base_relative),
+                              [current.relative, *(current.relative_runs or [])]))
+    return found
+
+
+def _weigh(e: Evidence, current: Metric, base: Metric, tol: float, alpha: float) -> Evidence:
+    e.history = [v for v in e.history if math.isfinite(v)]
+    if e.history:
+        e.change = relative_change(statistics.median(e.history), statistics.median(e.now))
+        e.noise = noise(e.history, e.now, current, base)
+        e.mdc = minimum_detectable_change(e.noise, len(e.now), len(e.history), tol, alpha)
+    return e
+
+
 def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFAULT_TOLERANCE,
                    alpha: float = DEFAULT_ALPHA, confirmations: list[float] | None = None,
                    can_confirm: bool = False) -> Metric:
     """Fill current.baseline / change / verdict / mdc / basis (and p_value when a rank test was
-    run). `confirmations` are the metric's values from fresh processes; with can_confirm, a
-    worse change that the evidence so far cannot settle comes back `suspect`."""
+    run). `confirmations` are further values of the metric from fresh processes (beside
+    current.runs); with can_confirm, a worse change beyond the tolerance comes back `suspect`,
+    to be measured again before it is final."""
     if not current.compared:
         return current
     if base is None:
@@ -119,17 +153,18 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
         current.verdict = "regressed"
         current.basis = f"the value is {current.value}, not a number as in the baseline"
         return current
-    history = [v for v in (base.history or [base.value]) if math.isfinite(v)]
-    if not history:  # an old baseline that stored NaN: nothing to compare with
+    # The series whose noise lets the smallest change through: relative to the yardstick where
+    # the machine's drift moved the code with it, as measured where it did not (a sleep, a GPU).
+    series = [_weigh(e, current, base, tol, alpha) for e in _series(current, base, confirmations)]
+    e = min((x for x in series if x.noise is not None), key=lambda x: x.mdc, default=None)
+    if e is None:  # an old baseline that stored NaN: nothing to compare with
         current.verdict = "ambiguous"
         return current
-    confirmations = [*(current.runs or []), *(confirmations or [])]
-    now = [current.value, *confirmations]
-    reference, value = statistics.median(history), statistics.median(now)
-    change = current.change = relative_change(reference, value)
-    n = noise(history, now, current, base)
-    mdc = current.mdc = minimum_detectable_change(n, len(now), len(history), tol, alpha)
-    evidence = n.describe(len(now), len(history))
+    change, mdc, n = e.change, e.mdc, e.noise
+    current.change, current.mdc = change, mdc
+    evidence = n.describe(len(e.now), len(e.history))
+    if e.label:
+        evidence += f"; {e.label} (as measured: {series[0].change:+.1%})"
     if abs(change) <= tol:
         current.verdict = "unchanged"
         current.basis = f"within the {_pct(tol)} tolerance; {evidence}"
@@ -140,22 +175,24 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
         current.basis = "no better direction: shown, never judged"
         return current
     worse = change > 0 if current.better == "lower" else change < 0
+    if worse and can_confirm:
+        # Measured again in fresh processes before any verdict: a CI failure must mean it.
+        current.verdict = SUSPECT
+        current.basis = f"{change:+.1%} in {len(e.now)} process(es) so far; {evidence}"
+        return current
     caught = abs(change) > mdc
-    if n.between is None and not confirmations:
+    if n.between is None:
         caught = caught and _rank_test_agrees(current, base, alpha)
-        if worse and caught and can_confirm:
-            current.verdict = SUSPECT
-            current.basis = f"one process so far; {evidence}"
-            return current
     if not caught:
         current.verdict = "ambiguous"
         current.basis = (f"{change:+.1%} cannot be told from this machine's noise: a change "
                          f"beyond {_pct(mdc)} is needed to be caught ({evidence})")
         return current
     current.verdict = "regressed" if worse else "improved"
-    shown = ", ".join(f"{relative_change(reference, v):+.1%}" for v in now)
+    reference = statistics.median(e.history)
+    shown = ", ".join(f"{relative_change(reference, v):+.1%}" for v in e.now)
     current.basis = (f"{change:+.1%} beyond the {_pct(mdc)} this machine can detect; "
-                     f"{len(now)} process(es): {shown}; {evidence}")
+                     f"{len(e.now)} process(es): {shown}; {evidence}")
     return current
 
 

@@ -75,10 +75,10 @@ def test_a_stored_nan_is_never_an_improvement() -> None:
 def test_a_slower_process_is_only_a_suspect_until_fresh_processes_confirm() -> None:
     base = _m(1.0, samples=_samples(1.0, 0.02, seed=1))
     # Identical code in a process that ran 14 % slow as a whole: samples of the two processes
-    # do not overlap, so the rank test alone would call it significant (p ~ 1e-11).
+    # do not overlap, so a rank test of the samples alone would call it significant.
     current = _m(1.14, samples=_samples(1.14, 0.02, seed=2))
     first = compare_metric(current, base, can_confirm=True)
-    assert first.verdict == SUSPECT and first.p_value < 1e-6
+    assert first.verdict == SUSPECT and "+14.0% in 1 process(es) so far" in first.basis
     # Two fresh processes land where the baseline was: the slow one was the process.
     confirmed = compare_metric(_m(1.14, samples=_samples(1.14, 0.02, seed=2)), base,
                                confirmations=[1.01, 0.99])
@@ -183,3 +183,27 @@ def test_minimum_detectable_change_grows_with_the_spread_and_shrinks_with_runs()
     wider = verdicts.minimum_detectable_change(verdicts.Noise(0.10, 4, 0.0), 3, 5, 0.0, 0.01)
     assert few > more and wider > more
     assert more == pytest.approx(math.expm1(3.7469 * 0.05 * math.sqrt(1 / 3 + 1 / 5)), rel=1e-3)
+
+
+def test_the_yardstick_removes_the_machines_drift_where_it_moved_the_code_with_it() -> None:
+    # The machine ran 30 % slower during this run: the code's time and the yardstick's both.
+    base = Metric("time", 1.0, "s", "lower", yardstick=2.0, history=[1.0, 1.05, 0.95],
+                  relative_history=[0.5, 0.51, 0.49])
+    slower_machine = Metric("time", 1.3, "s", "lower", yardstick=2.6, runs=[1.32, 1.28],
+                            relative_runs=[0.505, 0.495])
+    m = compare_metric(slower_machine, base)
+    assert m.verdict == "unchanged" and m.change == pytest.approx(0.0)
+    assert "relative to the machine's yardstick (as measured: +30.0%)" in m.basis
+    # Slower code on the same machine: the yardstick stays, the relative time moves.
+    slower_code = Metric("time", 1.3, "s", "lower", yardstick=2.0, runs=[1.31, 1.29],
+                         relative_runs=[0.655, 0.645])
+    assert compare_metric(slower_code, base).verdict == "regressed"
+
+
+def test_a_workload_the_yardstick_does_not_track_is_judged_as_measured() -> None:
+    # A sleep: steady as measured, while the yardstick's drift would only add noise.
+    base = Metric("time", 1.0, "s", "lower", yardstick=2.0, history=[1.0, 1.0, 1.0],
+                  relative_history=[0.5, 0.4, 0.6])
+    m = compare_metric(Metric("time", 1.5, "s", "lower", yardstick=2.0, runs=[1.5, 1.5],
+                              relative_runs=[0.9, 0.6]), base)
+    assert m.verdict == "regressed" and "yardstick" not in m.basis

@@ -1,0 +1,88 @@
+"""A yardstick for CPU timings: the machine's own speed, measured between the samples.
+
+On a shared machine the speed of the same code drifts with what the neighbours do: measured
+here, a 2-million-element torch.add had medians 10 to 25 % apart between processes a minute
+apart, whatever each process did, and a memory copy timed between its samples drifted with it
+(the add's median over the copy's varied by 3 %). So every CPU timing also times a fixed
+reference, a 16 MiB memcpy in one thread, between chunks of its samples (about a fifth of the
+sampling time), and a comparison judges the timing relative to it: a slower machine moves both,
+slower code moves only the timing. The raw figures are shown as measured; the verdict and its
+basis say when they rest on the yardstick. GPU timings (CUDA events) need none.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import statistics
+import time
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+#: Bytes copied per yardstick run: beyond the CPU's caches, a few milliseconds.
+NBYTES = 16 * 2**20
+#: Samples between yardstick runs are chosen so the yardstick takes about 1 / (1 + RATIO)
+#: of the sampling time.
+RATIO = 4.0
+#: Fewest yardstick runs a timing needs for a median to normalize by.
+MIN_RUNS = 3
+
+
+class Yardstick:
+    """A single-threaded memcpy between two buffers allocated once per process."""
+
+    def __init__(self, nbytes: int = NBYTES,
+                 now_ns: Callable[[], int] = time.perf_counter_ns) -> None:
+        self.nbytes = nbytes
+        self._src = (ctypes.c_char * nbytes)()
+        self._dst = (ctypes.c_char * nbytes)()
+        ctypes.memset(self._src, 1, nbytes)  # touch every page now, not in the first run
+        ctypes.memset(self._dst, 0, nbytes)
+        self._now_ns = now_ns
+
+    def run(self) -> float:
+        """Seconds one copy took."""
+        start = self._now_ns()
+        ctypes.memmove(self._dst, self._src, self.nbytes)
+        return (self._now_ns() - start) / 1e9
+
+
+@cache
+def shared() -> Yardstick:
+    return Yardstick()
+
+
+class YardstickClock:
+    """A CPU clock with the yardstick run between chunks of its samples."""
+
+    def __init__(self, clock: Any, yardstick: Any | None = None) -> None:
+        self._clock = clock
+        self._yardstick = yardstick or shared()
+        self.device = clock.device
+        self.runs: list[float] = []  # seconds of each yardstick run
+        self._sample_seconds: float | None = None  # one sample's duration, last seen
+
+    def _chunk(self, left: int) -> int:
+        if self._sample_seconds is None or not self.runs:
+            return 1
+        per_yardstick = RATIO * statistics.median(self.runs) / max(self._sample_seconds, 1e-9)
+        return max(1, min(left, math.ceil(per_yardstick)))
+
+    def run(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]:
+        out: list[float] = []
+        while len(out) < count:
+            part = self._clock.run(fn, self._chunk(count - len(out)), inner)
+            out += part
+            self._sample_seconds = part[-1] * inner
+            self.runs.append(self._yardstick.run())
+        return out
+
+    @property
+    def yardstick_seconds(self) -> float | None:
+        """The yardstick's median in seconds, once it ran often enough to have one."""
+        return statistics.median(self.runs) if len(self.runs) >= MIN_RUNS else None
+
+    def warnings(self) -> list[str]:
+        inner = getattr(self._clock, "warnings", None)
+        return inner() if inner else []
