@@ -75,7 +75,7 @@ class Comparison:
         self.baseline = found
 
     def _compare(self, record: Record, confirmations: dict[str, list[float]] | None,
-                 can_confirm: bool) -> None:
+                 can_confirm: int) -> None:
         old = self.baseline.metrics_for(record.id) if self.baseline else {}
         record.metrics = [m for m in record.metrics if m.verdict != "missing"]
         record.metrics.extend(verdicts.compare_record(record, old, self.tolerance, self.alpha,
@@ -103,12 +103,12 @@ class Comparison:
         """Fill verdicts in place, confirming suspected regressions in fresh processes first
         (not for a test that failed anyway); returns one line per metric that fails."""
         for record in records:
-            self._compare(record, None, can_confirm=may_confirm and self.confirm > 0)
+            self._compare(record, None, can_confirm=self.confirm if may_confirm else 0)
         suspected = [r for r in records if verdicts.suspects(r)]
         if suspected:
             self.measure_again(item, suspected, self.confirm, "confirmation")
             for record in suspected:
-                self._compare(record, None, can_confirm=False)
+                self._compare(record, None, can_confirm=0)
         return [line for r in records for line in verdicts.failures(r, self.tolerance)]
 
     def widen_history(self, item: pytest.Item, records: list[Record]) -> None:
@@ -191,6 +191,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     comparison = config.stash[COMPARISON_KEY] = Comparison(config, run_of(config))
+    if (comparison.compare and comparison.confirm) or (comparison.save
+                                                       and comparison.processes > 1):
+        confirm.start_forkserver_in_background()
     if (comparison.compare or comparison.save) and is_controller(config):
         comparison.open()
         if comparison.save:

@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,17 @@ def forkserver() -> Any | None:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["torch", "pytest", "pytest_hpml.plugin"])
     return context
+
+
+def start_forkserver_in_background() -> None:
+    """Start the forkserver now, its imports running beside the test collection on the core the
+    environment leaves free, so that a confirmation later costs a fork, not seconds of imports.
+    Its process is idle once started: it does not disturb the timings."""
+    if forkserver() is None:  # pragma: no cover - platforms without a forkserver
+        return
+    from multiprocessing import forkserver as server
+
+    threading.Thread(target=server.ensure_running, name="hpml-forkserver", daemon=True).start()
 
 
 def run_forked(args: list[str], cwd: Path, log: Path) -> tuple[int, str]:

@@ -135,11 +135,12 @@ def _weigh(e: Evidence, current: Metric, base: Metric, tol: float, alpha: float)
 
 def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFAULT_TOLERANCE,
                    alpha: float = DEFAULT_ALPHA, confirmations: list[float] | None = None,
-                   can_confirm: bool = False) -> Metric:
+                   can_confirm: int = 0) -> Metric:
     """Fill current.baseline / change / verdict / mdc / basis (and p_value when a rank test was
     run). `confirmations` are further values of the metric from fresh processes (beside
-    current.runs); with can_confirm, a worse change beyond the tolerance comes back `suspect`,
-    to be measured again before it is final."""
+    current.runs); with can_confirm (the fresh processes a confirmation would add), a worse
+    change beyond the tolerance comes back `suspect`, to be measured again before it is final,
+    unless the noise already known says no such confirmation could make it a regression."""
     if not current.compared:
         return current
     if base is None:
@@ -175,7 +176,7 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
         current.basis = "no better direction: shown, never judged"
         return current
     worse = change > 0 if current.better == "lower" else change < 0
-    if worse and can_confirm:
+    if worse and can_confirm and _confirmation_could_catch(e, n, can_confirm, tol, alpha):
         # Measured again in fresh processes before any verdict: a CI failure must mean it.
         current.verdict = SUSPECT
         current.basis = f"{change:+.1%} in {len(e.now)} process(es) so far; {evidence}"
@@ -194,6 +195,17 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
     current.basis = (f"{change:+.1%} beyond the {_pct(mdc)} this machine can detect; "
                      f"{len(e.now)} process(es): {shown}; {evidence}")
     return current
+
+
+def _confirmation_could_catch(e: Evidence, n: Noise, extra: int, tol: float,
+                              alpha: float) -> bool:
+    """Whether `extra` more processes, as noisy as those seen so far, could bring the detectable
+    change below this change: if not, running them would only cost time."""
+    if n.between is None:
+        return True  # the spread between processes is unknown until they run
+    more = Noise(n.between, n.dof + extra, n.within)
+    return abs(e.change) > minimum_detectable_change(more, len(e.now) + extra, len(e.history),
+                                                     tol, alpha)
 
 
 def _rank_test_agrees(current: Metric, base: Metric, alpha: float) -> bool:
@@ -224,7 +236,7 @@ def follow_timings(record: Record) -> None:
 def compare_record(record: Record, old: dict[str, Metric], tolerance: float = DEFAULT_TOLERANCE,
                    alpha: float = DEFAULT_ALPHA,
                    confirmations: dict[str, list[float]] | None = None,
-                   can_confirm: bool = False) -> list[Metric]:
+                   can_confirm: int = 0) -> list[Metric]:
     """Verdicts for every metric of `record` against `old` (the baseline's metrics of the same
     row); returns a 'missing' metric for each baseline metric the row lacks."""
     confirmations = confirmations or {}

@@ -26,6 +26,25 @@ FAST = ("--hpml-max-time=0.05", "--hpml-profile=quick", "-p", "no:cacheprovider"
         "--hpml-baseline-processes=1")
 
 
+#: A machine that is not this one, for baseline files written by tests.
+HERE = {"gpu": None, "gpu_count": 0, "cpu": "Test CPU 9000", "cpu_cores": 4, "torch": "2.9.0"}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def baseline_file(folder: Path) -> Path:
+    """Where a run on this machine saves its quick-profile baseline in `folder`."""
+    from pytest_hpml.fingerprint import fingerprint, machine_key
+
+    return Path(folder) / f"{machine_key(fingerprint())}-quick.json"
+
+
+def strict_json(path: Path) -> Any:
+    """Parse as JSON.parse does: NaN and Infinity are not JSON."""
+    def reject(token: str) -> None:
+        raise ValueError(f"{path}: {token} is not standard JSON")
+    return json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=reject)
+
+
 def run_with_json(pytester: pytest.Pytester, *args: str) -> tuple[Any, dict[str, Any]]:
     """Run pytest in process with a JSON report; returns (result, report document)."""
     out = pytester.path / "hpml-report.json"

@@ -7,14 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
-from hpml_testing import FAST, only_baseline_file
+from hpml_testing import FAST, HERE, only_baseline_file
 
 from pytest_hpml import baselines, verdicts
 from pytest_hpml.baselines import BaselineError, load, save
 from pytest_hpml.fingerprint import fingerprint, machine_key
 from pytest_hpml.results import Metric, Record
 
-HERE = {"gpu": None, "gpu_count": 0, "cpu": "Test CPU 9000", "cpu_cores": 4, "torch": "2.9.0"}
 ELSEWHERE = {**HERE, "gpu": "NVIDIA H100 80GB HBM3", "gpu_count": 8}
 
 

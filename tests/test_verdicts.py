@@ -77,7 +77,7 @@ def test_a_slower_process_is_only_a_suspect_until_fresh_processes_confirm() -> N
     # Identical code in a process that ran 14 % slow as a whole: samples of the two processes
     # do not overlap, so a rank test of the samples alone would call it significant.
     current = _m(1.14, samples=_samples(1.14, 0.02, seed=2))
-    first = compare_metric(current, base, can_confirm=True)
+    first = compare_metric(current, base, can_confirm=2)
     assert first.verdict == SUSPECT and "+14.0% in 1 process(es) so far" in first.basis
     # Two fresh processes land where the baseline was: the slow one was the process.
     confirmed = compare_metric(_m(1.14, samples=_samples(1.14, 0.02, seed=2)), base,
@@ -108,7 +108,7 @@ def test_processes_that_disagree_leave_the_verdict_ambiguous_with_what_it_would_
 def test_without_confirmation_the_within_run_view_decides() -> None:
     base = _m(1.0, samples=_samples(1.0, 0.02, seed=1))
     current = _m(1.30, samples=_samples(1.30, 0.02, seed=2))
-    m = compare_metric(current, base, can_confirm=False)
+    m = compare_metric(current, base, can_confirm=0)
     assert m.verdict == "regressed" and "between-run spread unknown" in m.basis
 
 
@@ -120,7 +120,7 @@ def test_a_change_far_beyond_the_noise_regresses_even_on_a_noisy_run() -> None:
     m = compare_metric(current, base, confirmations=[2.5, 2.6])
     assert m.verdict == "regressed"
     assert compare_metric(_m(2.53, samples=_samples(2.53, 0.18, n=100, seed=4)), base,
-                          can_confirm=False).verdict == "regressed"
+                          can_confirm=0).verdict == "regressed"
 
 
 def test_samples_that_overlap_that_much_cannot_carry_a_verdict() -> None:
@@ -207,3 +207,13 @@ def test_a_workload_the_yardstick_does_not_track_is_judged_as_measured() -> None
     m = compare_metric(Metric("time", 1.5, "s", "lower", yardstick=2.0, runs=[1.5, 1.5],
                               relative_runs=[0.9, 0.6]), base)
     assert m.verdict == "regressed" and "yardstick" not in m.basis
+
+
+def test_no_confirmation_where_no_number_of_fresh_processes_could_catch_the_change() -> None:
+    # Five stored runs spread by ~10 %: a +12 % change in one process could not become a
+    # regression with two more processes as noisy, so none are started for it ...
+    base = _m(1.0, history=[1.0, 1.12, 0.9, 1.05, 0.95])
+    m = compare_metric(_m(1.12), base, can_confirm=2)
+    assert m.verdict == "ambiguous" and "is needed to be caught" in m.basis
+    # ... while +60 % is worth measuring again.
+    assert compare_metric(_m(1.6), base, can_confirm=2).verdict == SUSPECT
