@@ -101,14 +101,21 @@ class Comparison:
     def judge(self, item: pytest.Item, records: list[Record], may_confirm: bool = True
               ) -> list[str]:
         """Fill verdicts in place, confirming suspected regressions in fresh processes first
-        (not for a test that failed anyway); returns one line per metric that fails."""
+        (not for a test that failed anyway); returns one line per metric that fails.
+
+        Fresh processes run one at a time, up to --hpml-confirm, and stop as soon as the
+        evidence settles the verdict either way: a clear regression needs fewer than a
+        borderline one, and a suspicion the next process dispels costs one."""
+        left = self.confirm if may_confirm else 0
         for record in records:
-            self._compare(record, None, can_confirm=self.confirm if may_confirm else 0)
+            self._compare(record, None, can_confirm=left)
         suspected = [r for r in records if verdicts.suspects(r)]
-        if suspected:
-            self.measure_again(item, suspected, self.confirm, "confirmation")
+        while suspected and left:
+            self.measure_again(item, suspected, 1, "confirmation")
+            left -= 1
             for record in suspected:
-                self._compare(record, None, can_confirm=0)
+                self._compare(record, None, can_confirm=left)
+            suspected = [r for r in suspected if verdicts.suspects(r)]
         return [line for r in records for line in verdicts.failures(r, self.tolerance)]
 
     def widen_history(self, item: pytest.Item, records: list[Record]) -> None:

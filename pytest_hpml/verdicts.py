@@ -176,14 +176,17 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
         current.basis = "no better direction: shown, never judged"
         return current
     worse = change > 0 if current.better == "lower" else change < 0
-    if worse and can_confirm and _confirmation_could_catch(e, n, can_confirm, tol, alpha):
-        # Measured again in fresh processes before any verdict: a CI failure must mean it.
-        current.verdict = SUSPECT
-        current.basis = f"{change:+.1%} in {len(e.now)} process(es) so far; {evidence}"
-        return current
     caught = abs(change) > mdc
     if n.between is None:
         caught = caught and _rank_test_agrees(current, base, alpha)
+    measured_again = len(e.now) > 1
+    if worse and can_confirm and (not measured_again or not caught) \
+            and _confirmation_could_catch(e, n, can_confirm, tol, alpha):
+        # Measured again in fresh processes before a regression is final (a CI failure must
+        # mean it), and again while more processes could still settle a borderline change.
+        current.verdict = SUSPECT
+        current.basis = f"{change:+.1%} in {len(e.now)} process(es) so far; {evidence}"
+        return current
     if not caught:
         current.verdict = "ambiguous"
         current.basis = (f"{change:+.1%} cannot be told from this machine's noise: a change "
