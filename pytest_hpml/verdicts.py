@@ -180,10 +180,12 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
     if n.between is None:
         caught = caught and _rank_test_agrees(current, base, alpha)
     measured_again = len(e.now) > 1
-    if worse and can_confirm and (not measured_again or not caught) \
-            and _confirmation_could_catch(e, n, can_confirm, tol, alpha):
+    if worse and can_confirm and (
+            (not measured_again and _confirmation_could_catch(e, n, can_confirm, tol, alpha))
+            or (measured_again and not caught)):
         # Measured again in fresh processes before a regression is final (a CI failure must
-        # mean it), and again while more processes could still settle a borderline change.
+        # mean it) unless the noise already known says no confirmation could make it one, and
+        # again while a change the fresh processes still show is not settled.
         current.verdict = SUSPECT
         current.basis = f"{change:+.1%} in {len(e.now)} process(es) so far; {evidence}"
         return current

@@ -59,15 +59,17 @@ def test_a_slow_process_is_not_a_regression_when_fresh_processes_disagree(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bench=SLEEPER)
     _run(pytester, [1.0], "--hpml-save-baseline").assert_outcomes(passed=1)
-    # The compared process runs 25 % slow; the two confirmation processes are normal.
-    result = _run(pytester, [1.25, 1.0, 1.0], "--hpml-compare")
+    # The compared process runs 40 % slow; the confirmation processes are normal.
+    result = _run(pytester, [1.4, 1.0, 1.0], "--hpml-compare")
     if _noisy(pytester):
         pytest.skip("this machine was too busy to time 20 ms sleeps steadily")
     result.assert_outcomes(passed=1)
-    assert (pytester.path / "counter.txt").read_text() == "3"  # two fresh processes ran
+    # One or two fresh processes ran (they stop once the evidence settles the verdict).
+    processes = int((pytester.path / "counter.txt").read_text())
+    assert processes in (2, 3)
     time = _verdicts(pytester)["time"]
     assert time["verdict"] in ("unchanged", "ambiguous"), time
-    assert "3 current process(es)" in time["basis"]
+    assert f"{processes} current process(es)" in time["basis"]
     assert _verdicts(pytester)["rate"]["basis"].startswith("follows time: ")
 
 
