@@ -103,9 +103,9 @@ class Comparison:
         """Fill verdicts in place, confirming suspected regressions in fresh processes first
         (not for a test that failed anyway); returns one line per metric that fails.
 
-        Fresh processes run one at a time, up to --hpml-confirm, and stop as soon as the
-        evidence settles the verdict either way: a clear regression needs fewer than a
-        borderline one, and a suspicion the next process dispels costs one."""
+        Fresh processes run one at a time, up to --hpml-confirm: all of them while they show
+        the change, and no more once one brings it back within the tolerance (a suspicion the
+        next process dispels costs one)."""
         left = self.confirm if may_confirm else 0
         for record in records:
             self._compare(record, None, can_confirm=left)

@@ -181,11 +181,11 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
         caught = caught and _rank_test_agrees(current, base, alpha)
     measured_again = len(e.now) > 1
     if worse and can_confirm and (
-            (not measured_again and _confirmation_could_catch(e, n, can_confirm, tol, alpha))
-            or (measured_again and not caught)):
+            measured_again or _confirmation_could_catch(e, n, can_confirm, tol, alpha)):
         # Measured again in fresh processes before a regression is final (a CI failure must
-        # mean it) unless the noise already known says no confirmation could make it one, and
-        # again while a change the fresh processes still show is not settled.
+        # mean it) unless the noise already known says no confirmation could make it one; all
+        # of them while the fresh processes still show it (stopping at the first that agrees
+        # would be a test repeated until it passes), none more once one dispels it.
         current.verdict = SUSPECT
         current.basis = f"{change:+.1%} in {len(e.now)} process(es) so far; {evidence}"
         return current
