@@ -1,15 +1,35 @@
 """pytest-hpml: high-performance ML experiments as parametrized pytest tests.
 
 What a lab or a tool may use is exported here (and the launcher, pytest_hpml.distributed);
-everything else in the package is the plugin's own and may change.
+everything else in the package is the plugin's own and may change. The names load on first
+use: importing the package (as pytest does before it registers the plugin's modules) imports
+none of them, so pytest can still rewrite the plugin modules' assertions.
 """
 
-from pytest_hpml.fixture import Hpml, OutOfMemory, Recorder
-from pytest_hpml.results import Metric, Record
-from pytest_hpml.selection import precisions
-from pytest_hpml.timing import Timing, TimingConfig
-from pytest_hpml.verdicts import compare_results, read_results
+from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_hpml.fixture import Hpml, OutOfMemory, Recorder
+    from pytest_hpml.results import Metric, Record
+    from pytest_hpml.selection import precisions
+    from pytest_hpml.timing import Timing, TimingConfig
+    from pytest_hpml.verdicts import compare_results, read_results
+
+_EXPORTS = {
+    "Hpml": "pytest_hpml.fixture",
+    "Metric": "pytest_hpml.results",
+    "OutOfMemory": "pytest_hpml.fixture",
+    "Record": "pytest_hpml.results",
+    "Recorder": "pytest_hpml.fixture",
+    "Timing": "pytest_hpml.timing",
+    "TimingConfig": "pytest_hpml.timing",
+    "compare_results": "pytest_hpml.verdicts",
+    "precisions": "pytest_hpml.selection",
+    "read_results": "pytest_hpml.verdicts",
+}
 __all__ = [
     "Hpml",
     "Metric",
@@ -23,3 +43,13 @@ __all__ = [
     "read_results",
 ]
 __version__ = "0.2.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'pytest_hpml' has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name]), name)
+
+
+def __dir__() -> list[str]:
+    return [*globals(), *__all__]

@@ -191,9 +191,12 @@ def test_ctrl_c_during_a_save_is_one_line_and_the_file_is_intact(
     path = baseline_file(pytester.path / "baselines")
     before = path.read_bytes()
     pytester.makeconftest(CTRL_C_CONFTEST)
+    # SIGINT's default action in the child: an xdist worker ignores SIGINT, and an ignored
+    # signal stays ignored in the processes it starts.
     proc = subprocess.Popen([sys.executable, "-m", "pytest", *FAST, "--hpml-save-baseline",
                              "--hpml-report=r.json"], cwd=pytester.path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not (pytester.path / "saving").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
