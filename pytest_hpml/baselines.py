@@ -32,7 +32,8 @@ OLD_SCHEMAS = ("pytest-hpml/baseline/1",)
 #: Runs of history kept per metric (the last ones); --hpml-baseline-runs changes it.
 DEFAULT_KEEP = 10
 #: Fields a comparison fills in; never stored.
-COMPARISON_FIELDS = ("baseline", "change", "verdict", "p_value", "mdc", "basis")
+COMPARISON_FIELDS = ("baseline", "change", "verdict", "p_value", "mdc", "basis",
+                     "change_basis")
 
 try:  # POSIX file locks; elsewhere saves are atomic but not serialized
     import fcntl

@@ -55,6 +55,8 @@ class Metric:
     p_value: float | None = None
     mdc: float | None = None  # the smallest relative change this machine can detect
     basis: str | None = None  # what the verdict rests on, in words
+    # "yardstick" where `change` is relative to the machine's yardstick, not as measured.
+    change_basis: str | None = None
     # Spread of the samples, for printing "median ± IQR".
     iqr: float | None = None
 

@@ -163,6 +163,7 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
         return current
     change, mdc, n = e.change, e.mdc, e.noise
     current.change, current.mdc = change, mdc
+    current.change_basis = "yardstick" if e.label else None
     evidence = n.describe(len(e.now), len(e.history))
     if e.label:
         evidence += f"; {e.label} (as measured: {series[0].change:+.1%})"

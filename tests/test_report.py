@@ -175,6 +175,21 @@ def test_comparison_table_only_when_comparing() -> None:
                            ""]]
 
 
+def test_a_change_relative_to_the_yardstick_is_marked_and_explained() -> None:
+    # 7.2 -> 5.1 ms as measured, +7.6 % relative to the yardstick: the cell must not read as a
+    # contradiction of the two columns beside it.
+    relative = Metric("time", 5.1e-3, "s", "lower", baseline=7.2e-3, change=0.076,
+                      verdict="unchanged", change_basis="yardstick")
+    measured = Metric("other", 2e-3, "s", "lower", baseline=1e-3, change=1.0,
+                      verdict="regressed")
+    table = build_tables([Record("t", "E", {}, [relative, measured])], compare=True)[-1]
+    assert [row[5] for row in table.rows] == ["+7.6%†", "+100.0%"]
+    assert any(n.startswith("†: the change relative to the machine's yardstick")
+               for n in table.notes)
+    plain = build_tables([Record("t", "E", {}, [measured])], compare=True)[-1]
+    assert not any("yardstick" in n for n in plain.notes)
+
+
 def test_markdown_rendering() -> None:
     text = render([Table("T", ["a", "b [ms]"], [["1", "2.000"]])], "github")
     assert text.startswith("## T\n\n| a ")

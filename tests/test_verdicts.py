@@ -194,6 +194,7 @@ def test_the_yardstick_removes_the_machines_drift_where_it_moved_the_code_with_i
     m = compare_metric(slower_machine, base)
     assert m.verdict == "unchanged" and m.change == pytest.approx(0.0)
     assert "relative to the machine's yardstick (as measured: +30.0%)" in m.basis
+    assert m.change_basis == "yardstick"
     # Slower code on the same machine: the yardstick stays, the relative time moves.
     slower_code = Metric("time", 1.3, "s", "lower", yardstick=2.0, runs=[1.31, 1.29],
                          relative_runs=[0.655, 0.645])
@@ -207,6 +208,7 @@ def test_a_workload_the_yardstick_does_not_track_is_judged_as_measured() -> None
     m = compare_metric(Metric("time", 1.5, "s", "lower", yardstick=2.0, runs=[1.5, 1.5],
                               relative_runs=[0.9, 0.6]), base)
     assert m.verdict == "regressed" and "yardstick" not in m.basis
+    assert m.change_basis is None and m.change == pytest.approx(0.5)
 
 
 def test_no_confirmation_where_no_number_of_fresh_processes_could_catch_the_change() -> None:

@@ -132,6 +132,10 @@ def pivot_tables(title: str, records: list[Record], spec: dict[str, Any]) -> lis
     return tables
 
 
+#: Marks a change measured relative to the machine's yardstick (pytest_hpml.yardstick).
+YARDSTICK_MARK = "†"
+
+
 def comparison_table(records: list[Record]) -> Table | None:
     rows = []
     for r in sorted(records, key=lambda r: _sortable(r.order)):
@@ -147,18 +151,24 @@ def comparison_table(records: list[Record]) -> Table | None:
                 else f"{format_number(m.baseline / factor, m.unit)} {shown}".strip(),
                 "" if m.verdict == "missing"
                 else f"{format_number(m.value / factor, m.unit)} {shown}".strip(),
-                "" if m.change is None else f"{m.change:+.1%}",
+                "" if m.change is None
+                else f"{m.change:+.1%}{YARDSTICK_MARK if m.change_basis == 'yardstick' else ''}",
                 m.verdict,
                 "" if m.mdc is None else f"±{m.mdc:.1%}",
             ])
     if not rows:
         return None
+    notes = ["detectable: the smallest change this machine's noise lets a verdict see for the "
+             "metric (the tolerance at least); the reason for each verdict is in the JSON and "
+             "CSV reports"]
+    if any(YARDSTICK_MARK in row[5] for row in rows):
+        notes.append(f"{YARDSTICK_MARK}: the change relative to the machine's yardstick (a "
+                     "memcpy timed between the samples), which takes out the speed the whole "
+                     "machine gained or lost between the runs; the verdict rests on it where "
+                     "its noise is smaller than that of the values as measured")
     return Table("Comparison with baseline",
                  ["experiment", "params", "metric", "baseline", "current", "change", "verdict",
-                  "detectable"], rows,
-                 notes=["detectable: the smallest change this machine's noise lets a verdict "
-                        "see for the metric (the tolerance at least); the reason for each "
-                        "verdict is in the JSON and CSV reports"])
+                  "detectable"], rows, notes=notes)
 
 
 def _notes(records: list[Record]) -> list[str]:
