@@ -5,8 +5,7 @@ Configuration is plain values per size profile. quick: a few thousand synthetic 
 of CPU training. full: real CIFAR-10 (from the data root) trained to the usual ~60 %+."""
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import torch
 
 from pytest_hpml import Hpml
 from suites.common.data import load_cifar10
+from suites.common.threads import one_cpu_thread
 
 from .cnn import LAYERS, CifarCNN, accuracy, normalize, parameter_bytes, train_cnn
 
@@ -51,22 +51,6 @@ class QuantizationLab:
         return list(self.calibration_images.split(batch_size))
 
 
-
-@contextlib.contextmanager
-def _single_thread_on_cpu(device: torch.device) -> Iterator[None]:
-    """The quick profile shares 2 cores with other workers; two intra-op threads there run
-    ~5x slower than one (oversubscription), so CPU training uses one thread."""
-    if device.type != "cpu":
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def build_lab(profile: str, data_root: Path | None, download: bool,
               device: torch.device) -> QuantizationLab:
     """Data, and the fp32 reference trained on `device` (the test's hpml.device)."""
@@ -74,7 +58,7 @@ def build_lab(profile: str, data_root: Path | None, download: bool,
     train = load_cifar10("train", data_root, download, limit=settings["train_images"])
     test = load_cifar10("test", data_root, download, limit=settings["test_images"])
     train_images = normalize(train.images)
-    with _single_thread_on_cpu(device):
+    with one_cpu_thread(device):
         model = train_cnn(train_images, train.labels, epochs=settings["epochs"],
                           batch_size=settings["batch_size"], lr=settings["lr"], seed=SEED,
                           device=device)

@@ -10,8 +10,6 @@ times differ, as times do.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,24 +17,10 @@ import pytest
 import torch
 
 from suites.common.data import load_cifar10
+from suites.common.threads import one_cpu_thread
 
 from .recipes import RECIPES, RUNS, Recipe, seeds
 from .training import Run, train_to_accuracy
-
-
-@contextlib.contextmanager
-def one_cpu_thread(device: torch.device) -> Iterator[None]:
-    """CPU training on one intra-op thread: the tests share the cores with xdist workers (and
-    other users), where two threads each run several times slower than one."""
-    if device.type != "cpu":
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 @dataclass

@@ -7,7 +7,7 @@
 5. The usual remedies (remedies.py), one at a time from a plain baseline: time per epoch and
    utilization before and after, in one table; the GPU-only ones are listed on a CPU, not run.
 
-CPU rows train on one intra-op thread (see lab.one_cpu_thread), so one busy core is
+CPU rows train on one intra-op thread (see suites.common.threads), so one busy core is
 100 / cores % of the CPU.
 """
 
@@ -19,7 +19,7 @@ import statistics
 
 import pytest
 
-from suites.tta.lab import one_cpu_thread
+from suites.common.threads import one_cpu_thread
 from suites.tta.recipes import RECIPE_SWEEP, REMEDY_SETTINGS, UTILIZATION
 from suites.tta.remedies import ALL, FULL_ONLY, REMEDIES, applied, why_not_run
 from suites.tta.training import Trainer
