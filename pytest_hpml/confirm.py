@@ -16,7 +16,6 @@ paying seconds of imports each time); where the platform has no forkserver, a pl
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpml import forkserver as shared_forkserver
 from pytest_hpml.results import Metric, Record
 
 #: Options that belong to the outer run only (outputs, baselines, confirmation itself).
@@ -77,11 +77,7 @@ def _forked_pytest(args: list[str], cwd: str, log: str) -> None:
 
 
 def forkserver() -> Any | None:
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return None  # pragma: no cover - Windows, macOS spawn-only builds
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "pytest", "pytest_hpml.plugin"])
-    return context
+    return shared_forkserver.context(["torch", "pytest", "pytest_hpml.plugin"])
 
 
 def start_forkserver_in_background() -> None:
@@ -90,9 +86,8 @@ def start_forkserver_in_background() -> None:
     Its process is idle once started: it does not disturb the timings."""
     if forkserver() is None:  # pragma: no cover - platforms without a forkserver
         return
-    from multiprocessing import forkserver as server
-
-    threading.Thread(target=server.ensure_running, name="hpml-forkserver", daemon=True).start()
+    threading.Thread(target=shared_forkserver.ensure_running, name="hpml-forkserver",
+                     daemon=True).start()
 
 
 def run_forked(args: list[str], cwd: Path, log: Path) -> tuple[int, str]:

@@ -21,6 +21,7 @@ from pytest_hpml.distributed import (
     DistributedError,
     DistributedTimeout,
     max_world_size,
+    preload_for_ranks,
     run_distributed,
     under_torchrun,
     validate_world_size,
@@ -65,6 +66,33 @@ def hanging_rank(rank: int, world_size: int, pid_dir: str) -> None:
     if rank == 0:
         time.sleep(3600)  # a rank stuck outside any collective
     dist.barrier()
+
+
+def child_process_rank(rank: int, world_size: int, pid_dir: str) -> int | None:
+    """A rank that starts processes of its own, as DataLoader workers do: one that finishes,
+    and one that would outlive the run if nothing ended it."""
+    context = multiprocessing.get_context("fork")
+    finishing = context.Process(target=time.sleep, args=(0,))
+    finishing.start()
+    finishing.join()
+    lingering = context.Process(target=time.sleep, args=(3600,), daemon=True)
+    lingering.start()
+    Path(pid_dir, f"child{rank}.pid").write_text(str(lingering.pid))
+    dist.barrier()
+    return finishing.exitcode
+
+
+def module_loaded_rank(rank: int, world_size: int, name: str) -> bool:
+    return name in sys.modules
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a container's init may never reap an orphan)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return _alive(pid) if not Path("/proc").is_dir() else False
+    return state not in ("Z", "X")
 
 
 def dying_rank(rank: int, world_size: int) -> None:
@@ -156,6 +184,53 @@ def test_nested_function_is_refused_with_a_hint():
         run_distributed(local_rank_fn, 2)
     with pytest.raises(TypeError, match="module level"):
         run_distributed(lambda rank, world_size: rank, 2)
+
+
+def test_a_rank_may_start_processes_and_none_outlives_the_run(tmp_path):
+    # A daemonic rank could not: multiprocessing forbids a daemon to have children, and a
+    # lab's DataLoader workers would fail to start inside it.
+    assert run_distributed(child_process_rank, 2, str(tmp_path)) == [0, 0]
+    children = [int(p.read_text()) for p in sorted(tmp_path.glob("child*.pid"))]
+    assert len(children) == 2
+    deadline = time.monotonic() + 10
+    while any(_running(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in children if _running(pid)], "a rank's child outlived the run"
+
+
+PRELOAD_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from pytest_hpml.distributed import preload_for_ranks, run_distributed
+from tests.test_distributed import module_loaded_rank
+
+if __name__ == "__main__":
+    if {preload!r}:
+        preload_for_ranks(["colorsys"])
+    assert "colorsys" not in sys.modules  # the server imports it, not this process
+    print(run_distributed(module_loaded_rank, 1, "colorsys"))
+"""
+
+
+@pytest.mark.parametrize("preload", [True, False])
+def test_ranks_start_with_the_preloaded_modules_imported(tmp_path, preload):
+    # A fresh process: this one's forkserver may already run with the imports it started with.
+    script = tmp_path / "job.py"
+    script.write_text(PRELOAD_SCRIPT.format(root=str(REPO_ROOT), preload=preload))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=180, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == str([preload])
+
+
+def test_preload_for_ranks_keeps_what_others_asked_for():
+    modules = preload_for_ranks(["colorsys"], start=False)
+    assert modules[:2] == ["torch", "torch.distributed"] and "colorsys" in modules
+    # The confirmations' own preloads (pytest, the plugin) are kept beside the ranks' list.
+    from pytest_hpml import confirm
+
+    confirm.forkserver()
+    assert set(modules) <= set(preload_for_ranks([], start=False))
 
 
 def test_under_torchrun_follows_the_environment(monkeypatch):

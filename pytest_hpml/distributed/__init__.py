@@ -13,7 +13,9 @@ A rank that raises ends the run: every other rank is terminated and the test see
 DistributedError naming the rank, with the rank's own traceback. A run that does not finish within
 ``timeout`` seconds (a deadlocked collective, a rank waiting for a peer that died) kills every rank
 and raises DistributedTimeout naming the ranks that had not finished. Ranks live in their own
-process group and watch their parent, so nothing they started survives the run.
+process group and watch their parent, so nothing they started survives the run; they are not
+daemons, so a rank may start processes of its own (DataLoader workers).
+`preload_for_ranks(modules)` has the ranks start with a lab's modules already imported.
 
 Lab code is written against torch.distributed only (``dist.all_reduce`` ...), never against this
 module, so the same function runs unchanged under torchrun: when the current process already is a
@@ -23,7 +25,7 @@ on the existing group and gathers every rank's result with ``all_gather_object``
 
 from __future__ import annotations
 
-from pytest_hpml.distributed.launcher import run_distributed
+from pytest_hpml.distributed.launcher import preload_for_ranks, run_distributed
 from pytest_hpml.distributed.limits import (
     DistributedError,
     DistributedTimeout,
@@ -39,6 +41,7 @@ __all__ = [
     "DistributedTimeout",
     "choose_backend",
     "max_world_size",
+    "preload_for_ranks",
     "rank_device",
     "run_distributed",
     "under_torchrun",

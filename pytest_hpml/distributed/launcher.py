@@ -9,12 +9,13 @@ import os
 import queue
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from pytest_hpml import forkserver
 from pytest_hpml.distributed.limits import (
     DEFAULT_TIMEOUT,
     POLL_INTERVAL,
@@ -34,6 +35,20 @@ from pytest_hpml.distributed.rank import (
     start_context,
     to_cpu,
 )
+
+
+def preload_for_ranks(modules: Iterable[str], start: bool = True) -> list[str]:
+    """Have the ranks of this process start with `modules` already imported (a lab's own
+    modules, torchvision): the forkserver the ranks are forked from imports them once, instead
+    of every rank of every run importing them again.
+
+    The forkserver imports its list when it starts, once per process: call this before the
+    first run (a session fixture), and with start=True it starts now, beside the collection.
+    Modules asked for after it started are imported by each rank as usual. Returns the list."""
+    modules = forkserver.add_preload(["torch", "torch.distributed", *modules])
+    if start:
+        forkserver.ensure_running()
+    return modules
 
 
 def _end_ranks(processes: list[Any]) -> None:
@@ -170,7 +185,11 @@ def run_distributed(fn: Callable[..., Any], world_size: int, *args: Any,
                 target=rank_main,
                 args=(rank, world_size, backend, store.port, timeout, device_name, os.getpid(),
                       results, rank_end, fn, args, kwargs),
-                name=f"hpml-rank-{rank}", daemon=True,
+                # Not a daemon, so that a rank may start processes of its own (DataLoader
+                # workers): multiprocessing forbids a daemon to have children. Nothing outlives
+                # the run anyway: the finally below ends each rank's process group, and a rank
+                # whose test process died ends itself (rank._watch_parent).
+                name=f"hpml-rank-{rank}", daemon=False,
             )
             process.start()
             rank_end.close()  # only the rank holds it now: EOF here means the rank has exited

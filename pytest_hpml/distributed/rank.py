@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as torch_mp
 
+from pytest_hpml import forkserver
 from pytest_hpml.distributed.limits import COLLECTIVE_TIMEOUT_MARGIN, wants_cuda
 
 
@@ -68,11 +69,8 @@ def start_context() -> Any:
     imported, that forks the ranks: a rank starts in milliseconds instead of paying seconds of
     `import torch` per rank per run, which is what makes many small distributed tests affordable.
     """
-    if "forkserver" in torch_mp.get_all_start_methods():
-        context = torch_mp.get_context("forkserver")
-        context.set_forkserver_preload(["torch", "torch.distributed"])
-        return context
-    return torch_mp.get_context("spawn")
+    context = forkserver.context(["torch", "torch.distributed"], torch_context=True)
+    return context if context is not None else torch_mp.get_context("spawn")
 
 
 def _watch_parent(parent_pid: int) -> None:

@@ -3,26 +3,24 @@ kept for the process), and rank processes that start with the lab already import
 
 from __future__ import annotations
 
-import multiprocessing.forkserver
 from pathlib import Path
 
 import pytest
 
+from pytest_hpml.distributed import preload_for_ranks
 from suites.data_parallel.lab import Lab
 
-#: What every rank of this lab imports. The launcher's forkserver preloads torch only, so each
+#: What every rank of this lab imports beside torch. Without it in the forkserver's list, each
 #: rank of each run would import torchvision again (over a second per rank on a busy 2-core
 #: machine, dozens of ranks per session).
-RANK_MODULES = ["torch", "torch.distributed", "torchvision", "suites.data_parallel.ranks"]
+RANK_MODULES = ["torchvision", "suites.data_parallel.ranks"]
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _ranks_start_with_the_lab_imported() -> None:
-    """Start this process's forkserver (the one the launcher forks its ranks from) with the
-    lab's modules preloaded. A server already started by an earlier test keeps its own
-    preloads: the ranks are then only slower to start, never different."""
-    multiprocessing.forkserver.set_forkserver_preload(RANK_MODULES)
-    multiprocessing.forkserver.ensure_running()
+    """The ranks of this lab start with its modules imported (a server already started by an
+    earlier test keeps its own imports: the ranks are then only slower to start)."""
+    preload_for_ranks(RANK_MODULES)
 
 
 @pytest.fixture(scope="session")

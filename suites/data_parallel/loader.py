@@ -9,7 +9,6 @@ carries the indices of its samples, so the order a rank saw can be recorded (que
 
 from __future__ import annotations
 
-import multiprocessing
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -75,19 +74,6 @@ def _as_is(batch: Any) -> Any:
     return batch
 
 
-def allow_worker_processes() -> None:
-    """Let this process start DataLoader workers even if it was started as a daemon.
-
-    pytest_hpml's launcher starts ranks as daemonic processes (so that none outlives the test),
-    and multiprocessing forbids a daemon to have children. Here that flag would only forbid the
-    lab's 2 loader workers: the launcher already ends a rank's whole process group, and the
-    workers are daemons of their own, ended with the rank. Under torchrun this does nothing.
-    """
-    process = multiprocessing.current_process()
-    if process.daemon:
-        process.daemon = False
-
-
 def _worker_start_method(workers: int) -> str | None:
     # A rank started from the launcher's forkserver inherits "forkserver" as its default start
     # method: each rank would then start a server of its own (a fresh interpreter importing
@@ -104,8 +90,6 @@ def make_loader(data: LabData, recipe: Recipe, world_size: int, rank: int,
     The sampler shuffles with ``recipe.seed + epoch`` and gives rank r every world_size-th
     index of that permutation (padded so that every rank takes the same number of steps).
     """
-    if recipe.loader_workers:
-        allow_worker_processes()
     dataset = CifarBatches(data.images, data.labels, recipe.augment)
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True,
                                  seed=recipe.seed)
