@@ -96,3 +96,29 @@ def test_an_unknown_chart_kind_is_a_usage_error(pytester: pytest.Pytester) -> No
     result = pytester.runpytest(*FAST)
     assert result.ret != 0
     assert "kind is one of line, roofline, timeseries" in result.stdout.str()
+
+
+def _tick_labels(axis) -> list[str]:
+    axis.figure.canvas.draw()
+    labels = axis.get_ticklabels(minor=False) + axis.get_ticklabels(minor=True)
+    return [t.get_text() for t in labels if t.get_text()]
+
+
+def test_log_axes_within_a_decade_are_labelled_as_plain_numbers() -> None:
+    pytest.importorskip("matplotlib")
+    from pytest_hpml.report.plots import _plain_log_ticks, _pyplot
+
+    plt = _pyplot()
+    fig, ax = plt.subplots()
+    try:
+        # Speedup of 1, 2 and 4 workers: within one decade on both axes.
+        ax.plot([1, 2, 4], [1.0, 1.31, 1.36])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        _plain_log_ticks(ax.xaxis, [1, 2, 4], at_values=True)
+        _plain_log_ticks(ax.yaxis, [1.0, 1.31, 1.36])
+        xs, ys = _tick_labels(ax.xaxis), _tick_labels(ax.yaxis)
+        assert xs == ["1", "2", "4"]
+        assert ys and not [s for s in ys if "times" in s or "^" in s], ys
+    finally:
+        plt.close(fig)

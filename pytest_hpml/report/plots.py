@@ -47,6 +47,22 @@ def _selected(records: list[Record], spec: dict[str, Any]) -> list[Record]:
         for k, v in where.items())]
 
 
+def _plain_log_ticks(axis: Any, values: list[float], at_values: bool = False) -> None:
+    """Log-axis ticks as plain numbers (2, not 2 x 10^0). Data within one decade get no
+    decade tick to label, so matplotlib labels minor ticks in scientific notation; a few
+    distinct values (workers 1, 2, 4; batch sizes) are labelled where they are."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    positive = [v for v in values if v > 0]
+    if at_values and positive:
+        axis.set_major_locator(FixedLocator(positive))
+        axis.set_minor_formatter(NullFormatter())
+    elif positive and max(positive) / min(positive) < 10:
+        axis.set_minor_formatter(plain)
+    axis.set_major_formatter(plain)
+
+
 def line_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path | None:
     rows = _selected(records, spec)
     series_key = spec.get("series")
@@ -66,8 +82,14 @@ def line_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path 
     if not drawn:
         plt.close(fig)
         return None
-    ax.set_xscale("log" if spec.get("logx", True) else "linear")
-    ax.set_yscale("log" if spec.get("logy", True) else "linear")
+    xs = sorted({x for line in ax.get_lines() for x in line.get_xdata()})
+    ys = [y for line in ax.get_lines() for y in line.get_ydata()]
+    if spec.get("logx", True):
+        ax.set_xscale("log")
+        _plain_log_ticks(ax.xaxis, xs, at_values=len(xs) <= 8)
+    if spec.get("logy", True):
+        ax.set_yscale("log")
+        _plain_log_ticks(ax.yaxis, ys)
     ax.set_xlabel(spec.get("xlabel", spec["x"]))
     ax.set_ylabel(spec.get("ylabel", spec["y"]))
     ax.set_title(spec.get("title", ""))
