@@ -39,7 +39,9 @@ def test_compute_vs_communication(hpml, device, workers, batch, lab):
                 note="communication: time a gradient all-reduce was in flight (comm hook), on "
                 "the worker that waited least for its peers")
     hpml.record("exposed", split.exposed, unit="s", better="lower",
-                note="exposed: what the all-reduce added to the steps (synchronized - no_sync)")
+                note="exposed: what the all-reduce added to the steps (synchronized - no_sync); "
+                "it can exceed communication, since a synchronized step also waits for the "
+                "slowest worker, and two epochs on shared cores differ by their noise")
     hpml.record("overlapped_share", 100 * split.overlapped_share, unit="%", better="higher",
                 note="overlapped_share: communication hidden behind backward")
     hpml.record("synchronized", split.synchronized, unit="s", better="lower")
