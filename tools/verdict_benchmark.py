@@ -117,6 +117,7 @@ def tools(out: Path, before: str | None) -> list[Tool]:
 
 def run(out: Path, trials: int, before: str | None, log=print) -> list[Tool]:
     if out.exists():
+        shutil.rmtree(out / "runs", ignore_errors=True)
         shutil.rmtree(out / "hpml", ignore_errors=True)
         shutil.rmtree(out / "benchmark", ignore_errors=True)
         shutil.rmtree(out / "before", ignore_errors=True)
@@ -135,6 +136,13 @@ def run(out: Path, trials: int, before: str | None, log=print) -> list[Tool]:
                     raise SystemExit(f"{tool.name} ended with exit code {code}:\n"
                                      f"{text[-2000:]}")
                 tool.outcomes.setdefault(condition, []).append(code == 1)
+                if code == 1:
+                    # Why it failed (the verdict's basis), for a false alarm above all.
+                    name = f"{trial + 1:02d}-{condition}-{tool.name}"
+                    keep = out / "runs" / "".join(c if c.isalnum() or c in "-." else "_"
+                                                  for c in name)
+                    keep.parent.mkdir(exist_ok=True)
+                    keep.with_suffix(".txt").write_text(text)
                 tool.seconds.append(seconds)
                 log(f"trial {trial + 1}/{trials} {condition:11s} {tool.name:24s} "
                     f"{'FAILED' if code else 'passed'} in {seconds:.1f} s")
