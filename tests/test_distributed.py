@@ -88,10 +88,12 @@ def module_loaded_rank(rank: int, world_size: int, name: str) -> bool:
 
 def _running(pid: int) -> bool:
     """Alive and not a zombie (a container's init may never reap an orphan)."""
+    if not Path("/proc").is_dir():  # no procfs: signal 0 is all there is
+        return _alive(pid)
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return _alive(pid) if not Path("/proc").is_dir() else False
+    except FileNotFoundError:
+        return False  # gone and reaped
     return state not in ("Z", "X")
 
 

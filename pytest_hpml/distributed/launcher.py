@@ -29,6 +29,7 @@ from pytest_hpml.distributed.limits import (
     wants_cuda,
 )
 from pytest_hpml.distributed.rank import (
+    RANK_PRELOAD,
     check_picklable,
     deserialize,
     rank_main,
@@ -45,7 +46,7 @@ def preload_for_ranks(modules: Iterable[str], start: bool = True) -> list[str]:
     The forkserver imports its list when it starts, once per process: call this before the
     first run (a session fixture), and with start=True it starts now, beside the collection.
     Modules asked for after it started are imported by each rank as usual. Returns the list."""
-    modules = forkserver.add_preload(["torch", "torch.distributed", *modules])
+    modules = forkserver.add_preload([*RANK_PRELOAD, *modules])
     if start:
         forkserver.ensure_running()
     return modules

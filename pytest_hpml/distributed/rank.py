@@ -61,6 +61,11 @@ def deserialize(payload: bytes) -> Any:
     return torch.load(io.BytesIO(payload), weights_only=False)
 
 
+#: What every rank imports before it runs anything: preloaded in the forkserver the ranks are
+#: forked from.
+RANK_PRELOAD = ("torch", "torch.distributed")
+
+
 def start_context() -> Any:
     """A fresh-interpreter start method: forkserver where the platform has it, else spawn.
 
@@ -69,7 +74,7 @@ def start_context() -> Any:
     imported, that forks the ranks: a rank starts in milliseconds instead of paying seconds of
     `import torch` per rank per run, which is what makes many small distributed tests affordable.
     """
-    context = forkserver.context(["torch", "torch.distributed"], torch_context=True)
+    context = forkserver.context(RANK_PRELOAD, torch_context=True)
     return context if context is not None else torch_mp.get_context("spawn")
 
 

@@ -68,7 +68,7 @@ def line_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path 
     series_key = spec.get("series")
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    drawn = False
+    drawn: list[tuple[float, float]] = []
     for name in _unique(r.params.get(series_key) for r in rows) if series_key else [None]:
         points = sorted(
             (x, y) for r in rows if series_key is None or r.params.get(series_key) == name
@@ -78,18 +78,17 @@ def line_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path 
         if points:
             label = str(name) if name is not None else None
             ax.plot(*zip(*points, strict=True), marker="o", label=label)
-            drawn = True
+            drawn += points
     if not drawn:
         plt.close(fig)
         return None
-    xs = sorted({x for line in ax.get_lines() for x in line.get_xdata()})
-    ys = [y for line in ax.get_lines() for y in line.get_ydata()]
+    xs = sorted({x for x, _ in drawn})
     if spec.get("logx", True):
         ax.set_xscale("log")
         _plain_log_ticks(ax.xaxis, xs, at_values=len(xs) <= 8)
     if spec.get("logy", True):
         ax.set_yscale("log")
-        _plain_log_ticks(ax.yaxis, ys)
+        _plain_log_ticks(ax.yaxis, [y for _, y in drawn])
     ax.set_xlabel(spec.get("xlabel", spec["x"]))
     ax.set_ylabel(spec.get("ylabel", spec["y"]))
     ax.set_title(spec.get("title", ""))
