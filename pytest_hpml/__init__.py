@@ -12,11 +12,11 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pytest_hpml.compare.verdicts import compare_results, read_results
     from pytest_hpml.fixture import Hpml, OutOfMemory, Recorder
+    from pytest_hpml.measure.timing import Timing, TimingConfig
     from pytest_hpml.results import Metric, Record
     from pytest_hpml.selection import precisions
-    from pytest_hpml.timing import Timing, TimingConfig
-    from pytest_hpml.verdicts import compare_results, read_results
 
 _EXPORTS = {
     "Hpml": "pytest_hpml.fixture",
@@ -24,11 +24,11 @@ _EXPORTS = {
     "OutOfMemory": "pytest_hpml.fixture",
     "Record": "pytest_hpml.results",
     "Recorder": "pytest_hpml.fixture",
-    "Timing": "pytest_hpml.timing",
-    "TimingConfig": "pytest_hpml.timing",
-    "compare_results": "pytest_hpml.verdicts",
+    "Timing": "pytest_hpml.measure.timing",
+    "TimingConfig": "pytest_hpml.measure.timing",
+    "compare_results": "pytest_hpml.compare.verdicts",
     "precisions": "pytest_hpml.selection",
-    "read_results": "pytest_hpml.verdicts",
+    "read_results": "pytest_hpml.compare.verdicts",
 }
 __all__ = [
     "Hpml",

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpml import baselines, confirm, verdicts
-from pytest_hpml.fingerprint import fingerprint, machine_key, software_changes
+from pytest_hpml.compare import baselines, confirm, verdicts
+from pytest_hpml.machine.fingerprint import fingerprint, machine_key, software_changes
 from pytest_hpml.policy import positive
 from pytest_hpml.results import Record
 from pytest_hpml.session import HpmlRun, fixture_of, is_controller, run_of

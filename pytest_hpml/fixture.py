@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_hpml import devices
+from pytest_hpml.measure.stats import summarize
+from pytest_hpml.measure.timing import ClockKind, Timing, TimingConfig, clock_for, measure
 from pytest_hpml.policy import marker_options, timing_config
 from pytest_hpml.report.plots import CHART_KINDS
 from pytest_hpml.results import Better, Metric, Record
-from pytest_hpml.stats import summarize
-from pytest_hpml.timing import ClockKind, Timing, TimingConfig, clock_for, measure
 
 if TYPE_CHECKING:
     import torch
 
-    from pytest_hpml.ceilings import Ceilings
+    from pytest_hpml.measure.ceilings import Ceilings
+    from pytest_hpml.measure.utilization import UtilizationSampler
     from pytest_hpml.session import HpmlRun
-    from pytest_hpml.utilization import UtilizationSampler
 
 
 class OutOfMemory:
@@ -100,7 +100,7 @@ class Recorder:
         config = self._owner.timing_config
         timer = clock_for(self._owner.device_name, clock, cold_l2=config.cold_l2)
         if config.yardstick and self._owner.device_name == "cpu":
-            from pytest_hpml.yardstick import YardstickClock
+            from pytest_hpml.measure.yardstick import YardstickClock
 
             timer = YardstickClock(timer)
         timing = measure(fn, args, kwargs, config=config, clock=timer)
@@ -167,7 +167,7 @@ class Recorder:
     def check_close(self, actual: Any, expected: Any, rtol: float | None = None,
                     atol: float | None = None, name: str = "max_rel_error") -> float:
         """Fail with where, how large and how many when out of tolerance; NaN/Inf never pass."""
-        from pytest_hpml import tolerances
+        from pytest_hpml.measure import tolerances
 
         result = tolerances.compare(actual, expected, rtol=rtol, atol=atol)
         self._record.add(Metric(name=name, value=result.max_rel_error, better="lower",
@@ -214,7 +214,7 @@ class Recorder:
         samples (chart it with @pytest.mark.hpml_plot(..., kind="timeseries", y=[...])), and
         the interval as the setting sample_interval.
         """
-        from pytest_hpml.utilization import NvmlSource, ProcessCpuSource, UtilizationSampler
+        from pytest_hpml.measure.utilization import NvmlSource, ProcessCpuSource, UtilizationSampler
 
         sources: list[Any] = [ProcessCpuSource()]
         if self._owner.device_name == "cuda":  # pragma: no cover - needs a GPU

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpml.timing import TimingConfig
+from pytest_hpml.measure.timing import TimingConfig
 
 TIMING_OPTIONS = tuple(f.name for f in fields(TimingConfig)
                        if f.name not in ("min_sample_time", "max_samples"))

@@ -90,7 +90,7 @@ def say_no_matplotlib(config: pytest.Config) -> None:
 
 
 def _register_outputs(config: pytest.Config) -> None:
-    from pytest_hpml.fingerprint import fingerprint
+    from pytest_hpml.machine.fingerprint import fingerprint
     from pytest_hpml.report import exports, files
 
     opt = config.option

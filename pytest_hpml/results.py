@@ -38,7 +38,7 @@ class Metric:
     # Derived metrics (a bandwidth from a time) are judged with the evidence of their timing.
     derived_from: str | None = None
     # Seconds of the machine's yardstick timed alongside (CPU timings and what derives from
-    # them): comparisons may judge the value relative to it (pytest_hpml.yardstick).
+    # them): comparisons may judge the value relative to it (pytest_hpml.measure.yardstick).
     yardstick: float | None = None
     # The metric's values from further fresh processes of this run (a save's extra processes,
     # a comparison's confirmation runs), beside `value` from the test's own process; as

@@ -11,8 +11,8 @@ import pytest
 from pytest_hpml.results import Record
 
 if TYPE_CHECKING:  # torch is imported only by tests that use it: plain tests stay fast
-    from pytest_hpml.ceilings import Ceilings
     from pytest_hpml.fixture import Hpml
+    from pytest_hpml.measure.ceilings import Ceilings
 
 
 class HpmlRun:
@@ -28,7 +28,7 @@ class HpmlRun:
     def ceilings_for(self, device: Any) -> Ceilings:
         """The device's measured ceilings, one set per device per process, with a clock of
         their own (never a test's clock, nor its cold-L2 setting)."""
-        from pytest_hpml.ceilings import Ceilings
+        from pytest_hpml.measure.ceilings import Ceilings
 
         key = str(device)
         if key not in self._ceilings:

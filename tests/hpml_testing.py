@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def baseline_file(folder: Path) -> Path:
     """Where a run on this machine saves its quick-profile baseline in `folder`."""
-    from pytest_hpml.fingerprint import fingerprint, machine_key
+    from pytest_hpml.machine.fingerprint import fingerprint, machine_key
 
     return Path(folder) / f"{machine_key(fingerprint())}-quick.json"
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from hpml_testing import FAST, HERE, ROOT, baseline_file
 
-from pytest_hpml import baselines
-from pytest_hpml.baselines import BaselineError, load, save
+from pytest_hpml.compare import baselines
+from pytest_hpml.compare.baselines import BaselineError, load, save
 from pytest_hpml.results import Metric, Record
 
 EXPERIMENT = """
@@ -35,7 +35,7 @@ EXPERIMENT = """
 SAVER = """
 import sys, time
 from pathlib import Path
-from pytest_hpml import baselines
+from pytest_hpml.compare import baselines
 from pytest_hpml.results import Metric, Record
 
 path, who, start = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
@@ -135,7 +135,7 @@ def test_a_save_keeps_the_files_mode_and_a_new_file_gets_the_umask(tmp_path: Pat
 KILLED_SAVER = """
 import json, os, sys, time
 from pathlib import Path
-from pytest_hpml import baselines
+from pytest_hpml.compare import baselines
 from pytest_hpml.results import Metric, Record
 
 real_dump = json.dump
@@ -173,7 +173,7 @@ def test_sigkill_mid_save_leaves_the_old_file_and_the_next_save_cleans_up(
 CTRL_C_CONFTEST = """
 import json, os, time
 from pathlib import Path
-from pytest_hpml import baselines
+from pytest_hpml.compare import baselines
 
 real_dump = json.dump
 def slow_dump(obj, f, **kw):

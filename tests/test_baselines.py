@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from hpml_testing import FAST, HERE, only_baseline_file
 
-from pytest_hpml import baselines, verdicts
-from pytest_hpml.baselines import BaselineError, load, save
-from pytest_hpml.fingerprint import fingerprint, machine_key
+from pytest_hpml.compare import baselines, verdicts
+from pytest_hpml.compare.baselines import BaselineError, load, save
+from pytest_hpml.machine.fingerprint import fingerprint, machine_key
 from pytest_hpml.results import Metric, Record
 
 ELSEWHERE = {**HERE, "gpu": "NVIDIA H100 80GB HBM3", "gpu_count": 8}

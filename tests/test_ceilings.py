@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_hpml import ceilings
-from pytest_hpml.ceilings import Ceilings
+from pytest_hpml.measure import ceilings
+from pytest_hpml.measure.ceilings import Ceilings
 
 
 class FixedClock:

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from pytest_hpml.tolerances import compare
+from pytest_hpml.measure.tolerances import compare
 
 
 def test_within_tolerance_passes() -> None:

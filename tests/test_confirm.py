@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_hpml import confirm
+from pytest_hpml.compare import confirm
 
 
 def test_the_runs_own_options_travel_and_the_outer_runs_do_not() -> None:

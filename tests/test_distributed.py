@@ -229,7 +229,7 @@ def test_preload_for_ranks_keeps_what_others_asked_for():
     modules = preload_for_ranks(["colorsys"], start=False)
     assert modules[:2] == ["torch", "torch.distributed"] and "colorsys" in modules
     # The confirmations' own preloads (pytest, the plugin) are kept beside the ranks' list.
-    from pytest_hpml import confirm
+    from pytest_hpml.compare import confirm
 
     confirm.forkserver()
     assert set(modules) <= set(preload_for_ranks([], start=False))

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from pytest_hpml import devices
-from pytest_hpml import fingerprint as fp
 from pytest_hpml.devices import GpuDiscovery
-from pytest_hpml.fingerprint import (
+from pytest_hpml.machine import fingerprint as fp
+from pytest_hpml.machine.fingerprint import (
     fingerprint,
     machine_key,
     nvml_facts,

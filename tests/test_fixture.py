@@ -31,7 +31,7 @@ EXPERIMENT = """
             hpml.record_timing("empty", [])
 
     def test_rates(hpml):
-        from pytest_hpml.timing import Timing
+        from pytest_hpml.measure.timing import Timing
 
         timing = Timing(samples=[1e-3, 2e-3, 4e-3])  # median 2 ms
         bw = hpml.record_bandwidth("bandwidth", 4e9, timing)

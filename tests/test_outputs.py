@@ -12,7 +12,7 @@ import pytest
 from hpml_testing import FAST, baseline_file, strict_json
 
 from pytest_hpml import reporting
-from pytest_hpml.baselines import load
+from pytest_hpml.compare.baselines import load
 
 EXPERIMENT = """
     def test_copy(hpml):

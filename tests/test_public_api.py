@@ -38,10 +38,10 @@ def reach_past_the_api(source: str) -> list[str]:
 
 
 def test_the_rule_catches_each_way_of_reaching_past_it() -> None:
-    assert reach_past_the_api("from pytest_hpml.timing import measure\n") == [
-        "1: from pytest_hpml.timing import ..."]
-    assert reach_past_the_api("import pytest_hpml.baselines\n") == [
-        "1: import pytest_hpml.baselines"]
+    assert reach_past_the_api("from pytest_hpml.measure.timing import measure\n") == [
+        "1: from pytest_hpml.measure.timing import ..."]
+    assert reach_past_the_api("import pytest_hpml.compare.baselines\n") == [
+        "1: import pytest_hpml.compare.baselines"]
     assert reach_past_the_api("from pytest_hpml import _private\n") == [
         "1: from pytest_hpml import _private"]
     assert reach_past_the_api("import pytest_hpml\nfrom pytest_hpml import Hpml, Timing\n"

@@ -8,7 +8,7 @@ import json
 import pytest
 from hpml_testing import FAST
 
-from pytest_hpml.fingerprint import fingerprint
+from pytest_hpml.machine.fingerprint import fingerprint
 from pytest_hpml.report.tables import Table, build_tables, render
 from pytest_hpml.results import Metric, Record
 

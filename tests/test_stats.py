@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from pytest_hpml.stats import mann_whitney_u, quantile, summarize
+from pytest_hpml.measure.stats import mann_whitney_u, quantile, summarize
 
 
 def test_quantile_interpolates_like_numpy() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from torch import device as torch_device
 
-from pytest_hpml.stats import NOISY_IQR_RATIO, summarize
-from pytest_hpml.timing import (
+from pytest_hpml.measure.stats import NOISY_IQR_RATIO, summarize
+from pytest_hpml.measure.timing import (
     MIN_SAMPLES_FLOOR,
     CpuClock,
     CudaClock,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_hpml.units import format_value, scale_for
+from pytest_hpml.report.units import format_value, scale_for
 
 
 @pytest.mark.parametrize("value, unit, text", [

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hpml_testing import metrics_by_test, run_with_json
 
-from pytest_hpml.utilization import (
+from pytest_hpml.measure.utilization import (
     ProcessCpuSource,
     Series,
     UtilizationSampler,

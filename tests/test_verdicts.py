@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from pytest_hpml import verdicts
+from pytest_hpml.compare import verdicts
+from pytest_hpml.compare.verdicts import SUSPECT, compare_metric, compare_record
 from pytest_hpml.results import Metric, Record
-from pytest_hpml.verdicts import SUSPECT, compare_metric, compare_record
 
 
 def _m(value: float, better: str | None = "lower", samples: list[float] | None = None,

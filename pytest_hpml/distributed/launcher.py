@@ -15,7 +15,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from pytest_hpml import forkserver
 from pytest_hpml.distributed.limits import (
     DEFAULT_TIMEOUT,
     POLL_INTERVAL,
@@ -36,6 +35,7 @@ from pytest_hpml.distributed.rank import (
     start_context,
     to_cpu,
 )
+from pytest_hpml.machine import forkserver
 
 
 def preload_for_ranks(modules: Iterable[str], start: bool = True) -> list[str]:

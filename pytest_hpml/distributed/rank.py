@@ -17,8 +17,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as torch_mp
 
-from pytest_hpml import forkserver
 from pytest_hpml.distributed.limits import COLLECTIVE_TIMEOUT_MARGIN, wants_cuda
+from pytest_hpml.machine import forkserver
 
 
 def check_picklable(fn: Callable[..., Any]) -> None:

@@ -1,1 +1,2 @@
-"""Presenting results: tables, files, CI dashboard exports and charts. Tests only record."""
+"""Presenting: tables, report files, dashboard exports, charts and units. Tests only record.
+No module here imports a hook module or the fixture."""

@@ -11,8 +11,8 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from pytest_hpml.report.units import scale_for
 from pytest_hpml.results import Metric, Record, json_safe, measured_figures
-from pytest_hpml.units import scale_for
 
 Say = Callable[[str], None]
 

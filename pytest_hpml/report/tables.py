@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_hpml.report.units import _number, format_number, scale_for
 from pytest_hpml.results import Metric, Record
-from pytest_hpml.units import _number, format_number, scale_for
 
 
 @dataclass
@@ -132,7 +132,7 @@ def pivot_tables(title: str, records: list[Record], spec: dict[str, Any]) -> lis
     return tables
 
 
-#: Marks a change measured relative to the machine's yardstick (pytest_hpml.yardstick).
+#: Marks a change measured relative to the machine's yardstick (pytest_hpml.measure.yardstick).
 YARDSTICK_MARK = "†"
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpml import forkserver as shared_forkserver
+from pytest_hpml.machine import forkserver as shared_forkserver
 from pytest_hpml.results import Metric, Record
 
 #: Options that belong to the outer run only (outputs, baselines, confirmation itself).

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_hpml.fingerprint import machine_key
+from pytest_hpml.machine.fingerprint import machine_key
 from pytest_hpml.results import Metric, Record, json_safe, measured_figures
 
 SCHEMA = "pytest-hpml/baseline/2"

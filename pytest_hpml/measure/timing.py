@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from pytest_hpml.stats import Summary, noise_ratio, summarize
+from pytest_hpml.measure.stats import Summary, noise_ratio, summarize
 
 ClockKind = Literal["device", "host"]
 
@@ -301,7 +301,7 @@ def _cuda_clock(device: Any, cold_l2: bool) -> CudaClock:  # pragma: no cover - 
 
 def _nvml_sm_clock(device: Any) -> Callable[[], tuple[float, float]] | None:  # pragma: no cover
     """(current, maximum) SM clock in MHz through NVML; None without nvidia-ml-py."""
-    from pytest_hpml.utilization import NvmlSource
+    from pytest_hpml.measure.utilization import NvmlSource
 
     source = NvmlSource.for_device(device)
     if source is None:

@@ -28,8 +28,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_hpml.measure.stats import mann_whitney_u, median_uncertainty, t_quantile
 from pytest_hpml.results import Metric, Record
-from pytest_hpml.stats import mann_whitney_u, median_uncertainty, t_quantile
 
 DEFAULT_TOLERANCE = 0.10
 DEFAULT_ALPHA = 0.01
@@ -287,7 +287,7 @@ def read_results(path: str | Path) -> list[Record]:
     file. A file that is neither is a ValueError naming it."""
     import json
 
-    from pytest_hpml import baselines
+    from pytest_hpml.compare import baselines
 
     path = Path(path)
     try:
