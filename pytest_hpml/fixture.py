@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_hpml import devices
+from pytest_hpml.measure.clocks import ClockKind, clock_for
 from pytest_hpml.measure.stats import summarize
-from pytest_hpml.measure.timing import ClockKind, Timing, TimingConfig, clock_for, measure
+from pytest_hpml.measure.timing import Timing, TimingConfig, measure
 from pytest_hpml.policy import marker_options, timing_config
 from pytest_hpml.report.plots import CHART_KINDS
 from pytest_hpml.results import Better, Metric, Record

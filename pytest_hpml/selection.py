@@ -27,9 +27,9 @@ def precisions(*names: str) -> list[Any]:
 
 def profile_for(config: pytest.Config) -> str:
     """--hpml-profile, else full where a GPU is visible and quick elsewhere."""
-    from pytest_hpml import devices
+    from pytest_hpml.machine.gpus import visible_gpu_count
 
-    return config.option.hpml_profile or ("full" if devices.visible_gpu_count() > 0 else "quick")
+    return config.option.hpml_profile or ("full" if visible_gpu_count() > 0 else "quick")
 
 
 def device_params(definition: pytest.Function) -> list[Any]:

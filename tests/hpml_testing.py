@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from pytest_hpml import devices
+from pytest_hpml.machine import gpus
 
 #: Whether CUDA tests run here; most expectations are written for a machine without a GPU.
-HAS_GPU = devices.physical_gpu_count() > 0
+HAS_GPU = gpus.physical_gpu_count() > 0
 
 #: For the checks of what happens without a GPU (the development machine, CPU-only CI).
 without_gpu = pytest.mark.skipif(HAS_GPU, reason="checks the behaviour on a machine without GPU")

@@ -10,16 +10,17 @@ from pathlib import Path
 import pytest
 
 from pytest_hpml import devices
-from pytest_hpml.devices import GpuDiscovery
+from pytest_hpml.machine import gpus
+from pytest_hpml.machine.gpus import GpuDiscovery
 
 FIXTURES = Path(__file__).with_name("fixtures")
 
 
 @pytest.fixture
-def gpus(monkeypatch: pytest.MonkeyPatch):
+def machine_gpus(monkeypatch: pytest.MonkeyPatch):
     def set_found(n: int, conclusive: bool = True) -> None:
         found = GpuDiscovery(n, "test", conclusive)
-        monkeypatch.setattr(devices, "discovery", lambda: found)
+        monkeypatch.setattr(gpus, "discovery", lambda: found)
     return set_found
 
 
@@ -30,33 +31,33 @@ def _none() -> None:
 
 
 def test_nvml_answers_first() -> None:
-    found = devices.discover(nvml=lambda: 8, smi=lambda: 1 / 0, torch_probe=lambda: 1 / 0)
+    found = gpus.discover(nvml=lambda: 8, smi=lambda: 1 / 0, torch_probe=lambda: 1 / 0)
     assert (found.count, found.method, found.conclusive) == (8, "nvidia-ml-py", True)
 
 
 def test_nvidia_smi_when_nvml_is_not_installed() -> None:
-    found = devices.discover(nvml=_none, smi=lambda: 4, torch_probe=lambda: 1 / 0)
+    found = gpus.discover(nvml=_none, smi=lambda: 4, torch_probe=lambda: 1 / 0)
     assert (found.count, found.method) == (4, "nvidia-smi")
 
 
 def test_torch_in_a_subprocess_when_neither_tool_is_there() -> None:
     # A container started with only the compute capability: device nodes, no nvidia-smi.
-    found = devices.discover(nvml=_none, smi=_none, torch_probe=lambda: 2,
+    found = gpus.discover(nvml=_none, smi=_none, torch_probe=lambda: 2,
                              device_nodes=lambda: True)
     assert found.count == 2 and "torch in a subprocess" in found.method and found.conclusive
 
 
 def test_no_device_node_means_no_gpu_without_starting_torch() -> None:
-    found = devices.discover(nvml=_none, smi=_none, torch_probe=lambda: 1 / 0,
+    found = gpus.discover(nvml=_none, smi=_none, torch_probe=lambda: 1 / 0,
                              device_nodes=lambda: False)
     assert (found.count, found.conclusive) == (0, True)
     assert "no GPU device node" in found.method
 
 
-def test_a_failing_probe_is_inconclusive_and_never_forces_the_interpreter(gpus) -> None:
-    found = devices.discover(nvml=_none, smi=_none, torch_probe=_none, device_nodes=lambda: True)
+def test_a_failing_probe_is_inconclusive_and_never_forces_the_interpreter(machine_gpus) -> None:
+    found = gpus.discover(nvml=_none, smi=_none, torch_probe=_none, device_nodes=lambda: True)
     assert (found.count, found.conclusive) == (0, False)
-    gpus(0, conclusive=False)
+    machine_gpus(0, conclusive=False)
     environ: dict[str, str] = {}
     assert devices.enable_triton_interpreter_without_gpu(environ) is False
     assert environ == {}
@@ -75,7 +76,7 @@ def test_torch_probe_counts_the_machine_not_the_visible_list() -> None:
         seen.update(kwargs["env"])
         return subprocess.CompletedProcess(cmd, 0, stdout="warning: something\n4\n", stderr="")
 
-    assert devices.count_with_torch_subprocess(run, {"CUDA_VISIBLE_DEVICES": "1", "A": "b"}) == 4
+    assert gpus.count_with_torch_subprocess(run, {"CUDA_VISIBLE_DEVICES": "1", "A": "b"}) == 4
     assert "CUDA_VISIBLE_DEVICES" not in seen and seen["A"] == "b"
 
 
@@ -90,13 +91,14 @@ def test_torch_probe_failures_are_none(outcome) -> None:
             raise outcome
         return outcome
 
-    assert devices.count_with_torch_subprocess(run, {}) is None
+    assert gpus.count_with_torch_subprocess(run, {}) is None
 
 
 def test_nvidia_smi_output_counts_gpus_not_mig_slices() -> None:
     listing = (FIXTURES / "nvidia-smi-L-h100-mig.txt").read_text()
-    assert devices.parse_nvidia_smi_list(listing) == 2
-    assert devices.parse_nvidia_smi_list("") == 0
+    assert gpus.count_with_nvidia_smi(lambda: listing) == 2
+    assert gpus.count_with_nvidia_smi(lambda: "") == 0
+    assert gpus.count_with_nvidia_smi(lambda: None) is None  # no nvidia-smi: ask the next tool
 
 
 # -- CUDA_VISIBLE_DEVICES as CUDA reads it ---------------------------------------------------------
@@ -114,17 +116,17 @@ def test_nvidia_smi_output_counts_gpus_not_mig_slices() -> None:
      ["GPU-8f6a3b1e-0000-1111-2222-333344445555", "1"]),
 ])
 def test_visible_entries(visible, physical, entries) -> None:
-    assert devices.visible_entries(visible, physical) == entries
+    assert gpus.visible_entries(visible, physical) == entries
 
 
 @pytest.mark.parametrize("visible, physical, count", [
     (None, 4, 4), ("1,2", 4, 2), ("", 4, 0), ("-1", 4, 0), ("0,1,2", 2, 2), ("0", 0, 0),
     ("0,-1,1", 4, 1),
 ])
-def test_visible_gpu_count(gpus, visible, physical, count) -> None:
-    gpus(physical)
+def test_visible_gpu_count(machine_gpus, visible, physical, count) -> None:
+    machine_gpus(physical)
     environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
-    assert devices.visible_gpu_count(environ) == count
+    assert gpus.visible_gpu_count(environ) == count
 
 
 # -- one GPU per xdist worker ----------------------------------------------------------------------
@@ -132,39 +134,40 @@ def test_visible_gpu_count(gpus, visible, physical, count) -> None:
 @pytest.mark.parametrize("worker, count, expected", [
     ("gw0", 4, "0"), ("gw3", 4, "3"), ("gw3", 2, "1"), ("gw5", 3, "2"), ("gw0", 1, "0"),
 ])
-def test_workers_get_gpus_round_robin(gpus, worker: str, count: int, expected: str) -> None:
-    gpus(count)
+def test_workers_get_gpus_round_robin(machine_gpus, worker: str, count: int, expected: str) -> None:
+    machine_gpus(count)
     environ: dict[str, str] = {}
     assert devices.pin_worker_to_gpu(worker, environ) == expected
     assert environ == {"CUDA_VISIBLE_DEVICES": expected}
 
 
 @pytest.mark.parametrize("worker, expected", [("gw0", "5"), ("gw1", "6"), ("gw2", "5")])
-def test_workers_share_out_an_existing_visible_list(gpus, worker: str, expected: str) -> None:
+def test_workers_share_out_an_existing_visible_list(machine_gpus, worker: str,
+                                                    expected: str) -> None:
     # SLURM's --gres=gpu:2 job on an 8-GPU node: the job may use GPUs 5 and 6 only.
-    gpus(8)
+    machine_gpus(8)
     environ = {"CUDA_VISIBLE_DEVICES": "5,6"}
     assert devices.pin_worker_to_gpu(worker, environ) == expected
     assert environ == {"CUDA_VISIBLE_DEVICES": expected}
 
 
-def test_a_list_that_hides_every_gpu_is_left_alone(gpus) -> None:
-    gpus(4)
+def test_a_list_that_hides_every_gpu_is_left_alone(machine_gpus) -> None:
+    machine_gpus(4)
     environ = {"CUDA_VISIBLE_DEVICES": "-1"}
     assert devices.pin_worker_to_gpu("gw1", environ) is None
     assert environ == {"CUDA_VISIBLE_DEVICES": "-1"}
 
 
 @pytest.mark.parametrize("worker", [None, "", "master", "gwx"])
-def test_not_an_xdist_worker_is_not_pinned(gpus, worker) -> None:
-    gpus(2)
+def test_not_an_xdist_worker_is_not_pinned(machine_gpus, worker) -> None:
+    machine_gpus(2)
     environ: dict[str, str] = {}
     assert devices.pin_worker_to_gpu(worker, environ) is None
     assert environ == {}
 
 
-def test_no_gpu_no_pinning(gpus) -> None:
-    gpus(0)
+def test_no_gpu_no_pinning(machine_gpus) -> None:
+    machine_gpus(0)
     environ: dict[str, str] = {}
     assert devices.pin_worker_to_gpu("gw0", environ) is None
     assert environ == {}
@@ -172,22 +175,22 @@ def test_no_gpu_no_pinning(gpus) -> None:
 
 # -- Triton's interpreter -------------------------------------------------------------------------
 
-def test_triton_interpreter_without_gpu(gpus) -> None:
-    gpus(0)
+def test_triton_interpreter_without_gpu(machine_gpus) -> None:
+    machine_gpus(0)
     environ: dict[str, str] = {}
     assert devices.enable_triton_interpreter_without_gpu(environ) is True
     assert environ == {"TRITON_INTERPRET": "1"}
 
 
-def test_triton_compiles_with_a_gpu(gpus) -> None:
-    gpus(1)
+def test_triton_compiles_with_a_gpu(machine_gpus) -> None:
+    machine_gpus(1)
     environ: dict[str, str] = {}
     assert devices.enable_triton_interpreter_without_gpu(environ) is False
     assert environ == {}
 
 
-def test_the_users_triton_interpret_wins(gpus) -> None:
-    gpus(0)
+def test_the_users_triton_interpret_wins(machine_gpus) -> None:
+    machine_gpus(0)
     environ = {"TRITON_INTERPRET": "0"}
     assert devices.enable_triton_interpreter_without_gpu(environ) is False
     assert environ == {"TRITON_INTERPRET": "0"}
@@ -210,12 +213,12 @@ def test_header_says_how_gpus_were_found_and_interpreter_is_set_before_imports(
     pytester.makepyfile(
         """
         import os
-        from pytest_hpml import devices
+        from pytest_hpml.machine import gpus
 
         INTERPRET_AT_IMPORT = os.environ.get("TRITON_INTERPRET")
 
         def test_env():
-            if devices.physical_gpu_count() == 0:
+            if gpus.physical_gpu_count() == 0:
                 assert INTERPRET_AT_IMPORT not in (None, "", "0")
         """
     )
@@ -225,8 +228,9 @@ def test_header_says_how_gpus_were_found_and_interpreter_is_set_before_imports(
                                  "run: *"])
 
 
-def test_header_warns_when_xdist_workers_share_a_gpu(pytester: pytest.Pytester, gpus) -> None:
-    gpus(1)
+def test_header_warns_when_xdist_workers_share_a_gpu(pytester: pytest.Pytester,
+                                                     machine_gpus) -> None:
+    machine_gpus(1)
     pytester.makepyfile("def test_nothing():\n    pass\n")
     result = pytester.runpytest("--hpml-profile=quick", "-p", "xdist", "-n", "2")
     result.stdout.fnmatch_lines(["*2 xdist workers share 1 GPU(s)*use -n 1 for figures*"])

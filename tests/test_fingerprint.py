@@ -12,17 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_hpml import devices
-from pytest_hpml.devices import GpuDiscovery
 from pytest_hpml.machine import fingerprint as fp
-from pytest_hpml.machine.fingerprint import (
-    fingerprint,
-    machine_key,
+from pytest_hpml.machine import gpus as gpu_tools
+from pytest_hpml.machine.fingerprint import fingerprint, machine_key, slugify, software_changes
+from pytest_hpml.machine.gpus import (
+    GpuDiscovery,
     nvml_facts,
     parse_driver_version,
     parse_gpu_list,
-    slugify,
-    software_changes,
 )
 
 # Outputs of `nvidia-smi -L` and `nvidia-smi --query-gpu=driver_version --format=csv,noheader`
@@ -89,7 +86,7 @@ def test_gpu_list_gives_every_gpu_by_name() -> None:
     gpus = parse_gpu_list(text)
     assert [g.index for g in gpus] == [0, 1, 2, 3]
     assert {g.model for g in gpus} == {"NVIDIA A100-SXM4-80GB"}
-    assert len(gpus) == devices.parse_nvidia_smi_list(text)  # the count devices.py finds
+    assert len(gpus) == gpu_tools.count_with_nvidia_smi(lambda: text)  # discovery's count
 
 
 def test_a_mig_instance_is_named_as_cuda_names_it() -> None:
@@ -99,7 +96,7 @@ def test_a_mig_instance_is_named_as_cuda_names_it() -> None:
     assert gpu0.name == "NVIDIA H100 80GB HBM3" and gpu0.mig_profiles == ["3g.40gb", "3g.40gb"]
     assert gpu0.model == "NVIDIA H100 80GB HBM3 MIG 3g.40gb"
     assert gpu1.model == "NVIDIA H100 80GB HBM3" and gpu1.mig_profiles == []
-    assert len(parse_gpu_list(text)) == devices.parse_nvidia_smi_list(text)
+    assert len(parse_gpu_list(text)) == gpu_tools.count_with_nvidia_smi(lambda: text)
     assert parse_gpu_list(fixture("nvidia-smi-no-driver.txt")) == []
 
 
@@ -225,13 +222,13 @@ def test_torch_name_probe_reads_the_last_line_of_the_machines_gpu_0(monkeypatch)
         seen.update(kwargs["env"])
         return subprocess.CompletedProcess(cmd, 0, "a torch warning\nNVIDIA H200\n", "")
 
-    assert fp._name_from_torch_subprocess(run) == "NVIDIA H200"
+    assert gpu_tools.ask_torch(gpu_tools.TORCH_NAME_PROBE, run) == "NVIDIA H200"
     assert "CUDA_VISIBLE_DEVICES" not in seen
 
     def fails(cmd, **kwargs):
         return subprocess.CompletedProcess(cmd, 1, "RuntimeError: no CUDA GPUs\n", "")
 
-    assert fp._name_from_torch_subprocess(fails) is None
+    assert gpu_tools.ask_torch(gpu_tools.TORCH_NAME_PROBE, fails) is None
 
 
 def test_fingerprint_neither_initializes_cuda_nor_imports_triton(monkeypatch) -> None:
@@ -243,9 +240,10 @@ def test_fingerprint_neither_initializes_cuda_nor_imports_triton(monkeypatch) ->
                  "init", "_lazy_init", "current_device"):
         monkeypatch.setattr(torch.cuda, name, lambda *a, _n=name, **k: touched.append(_n))
     monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` would now raise
-    monkeypatch.setattr(devices, "discovery", lambda: GpuDiscovery(2, "test"))
-    monkeypatch.setattr(fp, "_nvidia_smi", fake_smi(SMI))
-    monkeypatch.setattr(fp, "_nvml_module", lambda: None)
+    monkeypatch.setattr(gpu_tools, "discovery", lambda: GpuDiscovery(2, "test"))
+    monkeypatch.setattr(gpu_tools, "gpu_listing", lambda: SMI["-L"])
+    monkeypatch.setattr(gpu_tools, "nvidia_smi", fake_smi(SMI))
+    monkeypatch.setattr(gpu_tools, "nvml_module", lambda: None)
     facts = fingerprint.__wrapped__()
     assert touched == []
     assert (facts["gpu"], facts["gpu_count"]) == ("NVIDIA H100 80GB HBM3 MIG 3g.40gb", 2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hpml_testing import FAST, HAS_GPU
 
-from pytest_hpml import devices
+from pytest_hpml.machine import gpus
 
 DEVICE_TEST = """
     import pytest
@@ -39,7 +39,7 @@ def test_minus_m_gpu_runs_the_cuda_case_or_skips_it(pytester: pytest.Pytester) -
     pytester.makepyfile(DEVICE_TEST)
     result = pytester.runpytest("-m", "gpu", "-rs", *FAST)
     assert result.ret == 0  # skips, not an error
-    if HAS_GPU and devices.cuda_usable():
+    if HAS_GPU and gpus.cuda_usable():
         result.assert_outcomes(passed=1, deselected=2)
     else:
         result.assert_outcomes(skipped=1, deselected=2)

@@ -9,17 +9,14 @@ from typing import Any
 import pytest
 from torch import device as torch_device
 
-from pytest_hpml.measure.stats import NOISY_IQR_RATIO, summarize
-from pytest_hpml.measure.timing import (
-    MIN_SAMPLES_FLOOR,
+from pytest_hpml.measure.clocks import (
     CpuClock,
     CudaClock,
-    Timing,
-    TimingConfig,
     calibrate_cycles_per_second,
     clock_for,
-    measure,
 )
+from pytest_hpml.measure.stats import NOISY_IQR_RATIO, summarize
+from pytest_hpml.measure.timing import MIN_SAMPLES_FLOOR, Timing, TimingConfig, measure
 
 
 class FakeClock:

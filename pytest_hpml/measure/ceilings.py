@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-from pytest_hpml.measure.timing import Clock, TimingConfig, clock_for, measure
+from pytest_hpml.measure.clocks import Clock, clock_for
+from pytest_hpml.measure.timing import TimingConfig, measure
 
 # Sizes per profile: big enough to leave the caches (CPU L3 is tens of MB, H100 L2 is 50 MB),
 # small enough that quick runs stay quick.

@@ -1,9 +1,8 @@
-"""Device-aware clocks with warm-up and adaptive sampling.
+"""The adaptive sampler: warm-up, then samples in batches on a clock (pytest_hpml.measure.clocks)
+until the mean is tight or the time cap is reached; it returns a Timing.
 
 Measuring is separate from presenting (as in torch.utils.benchmark): this module returns a
-Timing; the fixture records it and the report renders it. Every clock is built here
-(`clock_for`); the CUDA parts take their event API as arguments so the logic runs on a CPU
-with fakes.
+Timing; the fixture records it and the report renders it.
 """
 
 from __future__ import annotations
@@ -12,11 +11,10 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import Any
 
+from pytest_hpml.measure.clocks import Clock
 from pytest_hpml.measure.stats import Summary, noise_ratio, summarize
-
-ClockKind = Literal["device", "host"]
 
 #: The sampling time cap per profile: quick runs are smoke runs of the labs on a small CPU.
 MAX_TIME = {"quick": 0.5, "full": 3.0}
@@ -116,199 +114,6 @@ class Timing:
         s = self.summary
         return (f"Timing(median={s.median * 1e3:.4g} ms, iqr={s.iqr * 1e3:.3g} ms, n={s.n}, "
                 f"device={self.device})")
-
-
-class Clock(Protocol):
-    """Runs `count` samples of `inner` calls each and returns seconds per call per sample."""
-
-    device: str
-
-    def run(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]: ...
-
-
-class CpuClock:
-    """The host's wall clock: CPU work, and whole programs that end synchronized with a GPU."""
-
-    device = "cpu"
-
-    def __init__(self, now_ns: Callable[[], int] = time.perf_counter_ns) -> None:
-        self._now_ns = now_ns
-
-    def run(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]:
-        out = []
-        for _ in range(count):
-            start = self._now_ns()
-            for _ in range(inner):
-                fn()
-            out.append((self._now_ns() - start) / 1e9 / inner)
-        return out
-
-
-class CudaClock:
-    """CUDA events around each sample and one synchronize per batch.
-
-    The event API is injected so that this logic runs on CPU in tests with a fake; the real
-    one is torch.cuda.Event(enable_timing=True) and torch.cuda.synchronize (see clock_for).
-    """
-
-    #: Host time per sample assumed before one has been measured (a launch and two events).
-    FIRST_HOST_ESTIMATE = 50e-6
-    #: Longest GPU busy-wait queued ahead of a batch: a batch that takes the host longer to
-    #: queue is split, each part behind its own busy-wait, so no sample starts on an idle GPU.
-    MAX_BUSY_WAIT = 0.05
-    #: Busy-wait per second of expected queueing: a margin for host jitter.
-    BUSY_WAIT_MARGIN = 1.5
-    #: A batch measured while the SM clock was below this share of its maximum was throttled
-    #: (power or thermal limits): its samples describe the cooling, not the kernel (nvbench
-    #: drops them too).
-    THROTTLE_RATIO = 0.9
-
-    def __init__(
-        self,
-        event_factory: Callable[[], Any],
-        synchronize: Callable[[], None],
-        flush_l2: Callable[[], Any] | None = None,
-        device: str = "cuda",
-        busy_wait: Callable[[float], Any] | None = None,
-        now: Callable[[], float] = time.perf_counter,
-        sm_clock: Callable[[], tuple[float, float]] | None = None,
-    ) -> None:
-        self._event = event_factory
-        self._synchronize = synchronize
-        self._flush_l2 = flush_l2
-        self._busy_wait = busy_wait
-        self._now = now
-        self._sm_clock = sm_clock  # () -> (current, maximum) SM clock, e.g. through NVML
-        self._host_per_sample = self.FIRST_HOST_ESTIMATE
-        self.device = device
-        self.flushes_l2 = flush_l2 is not None
-        self.throttled = 0  # samples dropped because the clock was throttled
-        self.clocks: list[float] = []  # SM clock after each batch
-
-    def run(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]:
-        out: list[float] = []
-        kept_throttled: list[float] = []
-        attempts = 0
-        while len(out) < count:
-            part = count - len(out)
-            if self._busy_wait is not None:
-                fits = int(self.MAX_BUSY_WAIT / (self.BUSY_WAIT_MARGIN * self._host_per_sample))
-                part = max(1, min(part, fits))
-            samples = self._run_batch(fn, part, inner)
-            attempts += 1
-            if self._throttled():
-                self.throttled += len(samples)
-                kept_throttled += samples
-                if attempts < 3 * max(1, count):
-                    continue
-                out.extend(kept_throttled[:count - len(out)])  # throttled throughout: keep
-                break
-            out.extend(samples)
-        return out
-
-    def _throttled(self) -> bool:
-        if self._sm_clock is None:
-            return False
-        current, maximum = self._sm_clock()
-        self.clocks.append(current)
-        return maximum > 0 and current < self.THROTTLE_RATIO * maximum
-
-    def warnings(self) -> list[str]:
-        if not self.throttled:
-            return []
-        return [f"{self.throttled} sample(s) taken while the SM clock was below "
-                f"{self.THROTTLE_RATIO:.0%} of its maximum (throttled) were measured again"]
-
-    def _run_batch(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]:
-        if self._busy_wait is not None:
-            # Keep the GPU busy while the host queues the whole batch (as nvbench's blocking
-            # kernel does): otherwise an idle GPU stamps the start event at once and a short
-            # kernel's sample measures the host's launch path instead of the kernel.
-            self._busy_wait(min(self.MAX_BUSY_WAIT,
-                                self.BUSY_WAIT_MARGIN * count * self._host_per_sample))
-        queued = self._now()
-        pairs = []
-        for _ in range(count):
-            if self._flush_l2 is not None:
-                # Queued before the start event, so the flush is not part of the sample.
-                self._flush_l2()
-            start, end = self._event(), self._event()
-            start.record()
-            for _ in range(inner):
-                fn()
-            end.record()
-            pairs.append((start, end))
-        self._host_per_sample = max((self._now() - queued) / count, 1e-6)
-        # One host synchronization for the batch: syncing per sample would add launch gaps.
-        self._synchronize()
-        return [start.elapsed_time(end) / 1e3 / inner for start, end in pairs]
-
-
-def calibrate_cycles_per_second(event_factory: Callable[[], Any], synchronize: Callable[[], None],
-                                spin: Callable[[int], Any], cycles: int = 10_000_000) -> float:
-    """GPU cycles per second of the spin kernel (torch.cuda._sleep), timed with events.
-
-    torch does not expose the SM clock in its device properties (and CUDA 13 dropped
-    clockRate), and the clock under load differs from the nominal one: measuring the spin
-    itself gives the rate the busy-wait actually runs at.
-    """
-    spin(cycles // 10)  # load the kernel before it is timed
-    start, end = event_factory(), event_factory()
-    start.record()
-    spin(cycles)
-    end.record()
-    synchronize()
-    seconds = start.elapsed_time(end) / 1e3
-    if not seconds > 0:
-        raise RuntimeError("the GPU spin kernel took no measurable time; cannot calibrate")
-    return cycles / seconds
-
-
-def clock_for(device: Any, kind: ClockKind = "device", cold_l2: bool = False) -> Clock:
-    """The clock for work on `device`: CUDA events on a CUDA device (kind "device"), else the
-    host's wall clock (CPU work, or a whole program that returns once the GPU is done)."""
-    if kind not in ("device", "host"):
-        raise ValueError(f"clock must be 'device' (CUDA events on a GPU) or 'host' (wall "
-                         f"clock), not {kind!r}")
-    if kind == "host" or getattr(device, "type", str(device)).split(":")[0] != "cuda":
-        return CpuClock()
-    return _cuda_clock(device, cold_l2)  # pragma: no cover - needs a GPU
-
-
-def _cuda_clock(device: Any, cold_l2: bool) -> CudaClock:  # pragma: no cover - needs a GPU
-    """The real CUDA clock. Never run on the development machine (no GPU there)."""
-    import torch
-
-    props = torch.cuda.get_device_properties(device)
-    flush = None
-    if cold_l2:
-        l2 = getattr(props, "L2_cache_size", 64 * 2**20)
-        scratch = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
-        flush = scratch.zero_
-    with torch.cuda.device(device):
-        rate = calibrate_cycles_per_second(lambda: torch.cuda.Event(enable_timing=True),
-                                           lambda: torch.cuda.synchronize(device),
-                                           torch.cuda._sleep)
-    return CudaClock(
-        event_factory=lambda: torch.cuda.Event(enable_timing=True),
-        synchronize=lambda: torch.cuda.synchronize(device),
-        flush_l2=flush,
-        device=str(device),
-        busy_wait=lambda seconds: torch.cuda._sleep(int(seconds * rate)),
-        sm_clock=_nvml_sm_clock(torch.device(device)),
-    )
-
-
-def _nvml_sm_clock(device: Any) -> Callable[[], tuple[float, float]] | None:  # pragma: no cover
-    """(current, maximum) SM clock in MHz through NVML; None without nvidia-ml-py."""
-    from pytest_hpml.measure.utilization import NvmlSource
-
-    source = NvmlSource.for_device(device)
-    if source is None:
-        return None
-    nvml, handle = source.nvml, source.handle
-    maximum = nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)
-    return lambda: (nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM), maximum)
 
 
 def measure(

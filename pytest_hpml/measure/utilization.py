@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_hpml.machine import gpus
+
 
 @dataclass(frozen=True)
 class Series:
@@ -43,24 +45,9 @@ class NvmlSource:
 
     @classmethod
     def for_device(cls, device: Any) -> NvmlSource | None:  # pragma: no cover - needs a GPU
-        """The NVML handle of a torch CUDA device (by UUID, so CUDA_VISIBLE_DEVICES pinning is
-        respected); None when nvidia-ml-py is missing or NVML cannot start."""
-        try:
-            import pynvml
-            import torch
-
-            pynvml.nvmlInit()
-            index = device.index if device.index is not None else torch.cuda.current_device()
-            uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
-            if uuid is not None:
-                text = str(uuid)
-                handle = pynvml.nvmlDeviceGetHandleByUUID(
-                    text if text.startswith("GPU-") else f"GPU-{text}")
-            else:
-                handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            return cls(handle, pynvml)
-        except Exception:
-            return None
+        """The source of a torch CUDA device; None without nvidia-ml-py or NVML."""
+        found = gpus.nvml_handle(device)
+        return None if found is None else cls(found[1], found[0])
 
     def read(self) -> tuple[float, ...]:
         nvml = self.nvml
