@@ -69,8 +69,13 @@ class Recorder:
     # -- measured figures ------------------------------------------------------------------------
     def record(self, name: str, value: float, unit: str = "", better: Better = None, *,
                tolerance: float | None = None, samples: list[float] | None = None,
-               note: str | None = None, timing: Timing | None = None) -> Metric:
+               note: str | None = None, timing: Timing | None = None,
+               exact: bool = False) -> Metric:
         """A measured metric; `value` in SI base units (s, B, B/s, FLOP/s).
+
+        With `exact=True` the figure is the same in every run of the same code (a count, a
+        compile-time resource, a yes/no finding): a comparison judges any change beyond its
+        tolerance (0 unless given) as a change, with no noise model and no confirmation run.
 
         With `timing=`, the metric is derived from that timing (a bandwidth, a throughput) and
         is judged with its evidence: per-sample values scale with the time (lower is better)
@@ -86,7 +91,7 @@ class Recorder:
             samples = _scaled_samples(value, timing, better)
             derived_from = timing.recorded_as
         metric = Metric(name=name, value=value, unit=unit, better=better, tolerance=tolerance,
-                        samples=samples, note=note, derived_from=derived_from,
+                        samples=samples, note=note, derived_from=derived_from, exact=exact,
                         yardstick=timing.yardstick if timing is not None else None)
         if samples:
             metric.iqr = summarize(samples).iqr  # printed as "value ± IQR"
@@ -201,7 +206,7 @@ class Recorder:
             self.param(status="out of memory")
             self.expect_missing("*")
         self.record("fits_in_memory", 0.0 if found.happened else 1.0, better="higher",
-                    tolerance=0.0, note=found.message or None)
+                    exact=True, note=found.message or None)
 
 
     @contextlib.contextmanager

@@ -35,6 +35,10 @@ class Metric:
     limit: float | None = None  # check: the bound the value must respect
     source: str | None = None  # reference: where the figure was published
     note: str | None = None
+    # An exact figure (a count, a compile-time resource, a yes/no finding) is the same in every
+    # run of the same code: any change beyond its tolerance (0 unless given) is a change, judged
+    # without a noise model and never measured again.
+    exact: bool = False
     # Derived metrics (a bandwidth from a time) are judged with the evidence of their timing.
     derived_from: str | None = None
     # Seconds of the machine's yardstick timed alongside (CPU timings and what derives from
@@ -99,6 +103,8 @@ class Metric:
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items() if v is not None}
+        if not data.get("exact"):
+            data.pop("exact", None)  # the default: keeps files small and old files readable
         if data.get("kind") == "measured":
             del data["kind"]  # the default: keeps files small and old files readable
         return data

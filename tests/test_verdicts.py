@@ -219,3 +219,33 @@ def test_no_confirmation_where_no_number_of_fresh_processes_could_catch_the_chan
     assert m.verdict == "ambiguous" and "is needed to be caught" in m.basis
     # ... while +60 % is worth measuring again.
     assert compare_metric(_m(1.6), base, can_confirm=2).verdict == SUSPECT
+
+
+# -- exact figures ---------------------------------------------------------------------------------
+
+def _exact(value: float, better: str | None = "lower", tolerance: float | None = None) -> Metric:
+    return Metric("registers", value, "", better, exact=True, tolerance=tolerance)
+
+
+@pytest.mark.parametrize("better, old, new, verdict", [
+    ("lower", 168, 168, "unchanged"),
+    ("lower", 168, 169, "regressed"),  # one register more is a change: no noise to hide in
+    ("lower", 168, 160, "improved"),
+    ("higher", 64, 0, "regressed"),  # tensor-core instructions gone
+    (None, 1000, 1001, "ambiguous"),  # a count without a better direction: shown, not judged
+])
+def test_an_exact_figure_is_judged_without_a_noise_model(better, old, new, verdict) -> None:
+    # The run-wide tolerance (10 %) does not apply to an exact figure: 0 unless it gives one.
+    m = compare_metric(_exact(new, better), _exact(old, better), tolerance=0.10, can_confirm=2)
+    assert m.verdict == verdict, m.basis
+    assert "exact figure" in m.basis
+
+
+def test_an_exact_figure_is_never_measured_again_and_keeps_its_own_tolerance() -> None:
+    # Measuring a compile-time figure again gives the same figure: no `suspect`, no reruns.
+    regressed = compare_metric(_exact(2048), _exact(1024), can_confirm=2)
+    assert regressed.verdict == "regressed" and regressed.change == pytest.approx(1.0)
+    within = compare_metric(_exact(1030, tolerance=0.01), _exact(1024), can_confirm=2)
+    assert within.verdict == "unchanged"
+    assert verdicts.failures(Record("r", "r", metrics=[regressed])) == [
+        f"r registers: 1024 -> 2048 (+100.0%, tolerance 0%): {regressed.basis}"]

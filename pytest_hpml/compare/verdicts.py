@@ -146,8 +146,11 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
     if base is None:
         current.verdict = "new"
         return current
-    tol = current.tolerance if current.tolerance is not None else tolerance
+    exact = current.exact or base.exact
+    tol = current.tolerance if current.tolerance is not None else 0.0 if exact else tolerance
     current.baseline = base.value
+    if exact and math.isfinite(current.value):
+        return _judge_exactly(current, base, tol)
     if not math.isfinite(current.value):
         # A number was recorded before and now there is none: the run is broken, whatever
         # the metric's direction.
@@ -200,6 +203,26 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
     shown = ", ".join(f"{relative_change(reference, v):+.1%}" for v in e.now)
     current.basis = (f"{change:+.1%} beyond the {_pct(mdc)} this machine can detect; "
                      f"{len(e.now)} process(es): {shown}; {evidence}")
+    return current
+
+
+def _judge_exactly(current: Metric, base: Metric, tol: float) -> Metric:
+    """An exact figure against the stored one: no noise, so any change beyond the tolerance is
+    a change, and measuring again would give the same figure."""
+    change = relative_change(base.value, current.value)
+    current.change, current.mdc = change, tol
+    shown = f"{base.value:.6g} -> {current.value:.6g} {current.unit}".rstrip()
+    if abs(change) <= tol:
+        current.verdict = "unchanged"
+        current.basis = f"exact figure: {shown}" + (f", within the {_pct(tol)} tolerance"
+                                                     if change else "")
+    elif current.better is None:
+        current.verdict = "ambiguous"
+        current.basis = f"exact figure changed: {shown}; no better direction: shown, not judged"
+    else:
+        worse = change > 0 if current.better == "lower" else change < 0
+        current.verdict = "regressed" if worse else "improved"
+        current.basis = f"exact figure changed: {shown} ({change:+.1%})"
     return current
 
 
@@ -271,9 +294,10 @@ def failures(record: Record, tolerance: float = DEFAULT_TOLERANCE) -> list[str]:
             lines.append(f"{record.id} {m.name}: {m.value} where the baseline has "
                          f"{m.baseline:.6g} {m.unit}".rstrip() + " (the run produced no number)")
         elif m.verdict == "regressed":
-            tol = m.tolerance if m.tolerance is not None else tolerance
-            lines.append(f"{record.id} {m.name}: {m.baseline:.6g} -> {m.value:.6g} {m.unit} "
-                         f"({m.change:+.1%}, tolerance {tol:.0%}): {m.basis}")
+            tol = m.tolerance if m.tolerance is not None else 0.0 if m.exact else tolerance
+            lines.append(f"{record.id} {m.name}: "
+                         + f"{m.baseline:.6g} -> {m.value:.6g} {m.unit}".rstrip()
+                         + f" ({m.change:+.1%}, tolerance {tol:.0%}): {m.basis}")
         elif m.verdict == "missing" and not record.may_miss(m.name):
             was = f"{m.baseline:.6g} {m.unit}".strip()
             lines.append(f"{record.id} {m.name}: in the baseline ({was}) but "
