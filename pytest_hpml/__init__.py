@@ -13,22 +13,25 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_hpml.compare.verdicts import compare_results, read_results
-    from pytest_hpml.fixture import Hpml, OutOfMemory, Recorder
+    from pytest_hpml.fixture import Hpml
     from pytest_hpml.measure.timing import Timing, TimingConfig
-    from pytest_hpml.results import Metric, Record
+    from pytest_hpml.recorder import OutOfMemory, Recorder, is_out_of_memory
+    from pytest_hpml.results import Metric, Record, Verdict
     from pytest_hpml.selection import precisions
 
 _EXPORTS = {
     "Hpml": "pytest_hpml.fixture",
     "Metric": "pytest_hpml.results",
-    "OutOfMemory": "pytest_hpml.fixture",
+    "OutOfMemory": "pytest_hpml.recorder",
     "Record": "pytest_hpml.results",
-    "Recorder": "pytest_hpml.fixture",
+    "Recorder": "pytest_hpml.recorder",
     "Timing": "pytest_hpml.measure.timing",
     "TimingConfig": "pytest_hpml.measure.timing",
     "compare_results": "pytest_hpml.compare.verdicts",
     "precisions": "pytest_hpml.selection",
     "read_results": "pytest_hpml.compare.verdicts",
+    "Verdict": "pytest_hpml.results",
+    "is_out_of_memory": "pytest_hpml.recorder",
 }
 __all__ = [
     "Hpml",
@@ -38,7 +41,9 @@ __all__ = [
     "Recorder",
     "Timing",
     "TimingConfig",
+    "Verdict",
     "compare_results",
+    "is_out_of_memory",
     "precisions",
     "read_results",
 ]

@@ -8,7 +8,6 @@ damaged file stops the run at once, naming the file, instead of after hours of G
 from __future__ import annotations
 
 import argparse
-from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,10 @@ import pytest
 from pytest_hpml.compare import baselines, confirm, verdicts
 from pytest_hpml.machine.fingerprint import fingerprint, machine_key, software_changes
 from pytest_hpml.policy import positive
+from pytest_hpml.report.files import Output
 from pytest_hpml.results import Record
-from pytest_hpml.session import HpmlRun, fixture_of, is_controller, run_of
+from pytest_hpml.selection import profile_of
+from pytest_hpml.session import HpmlRun, is_controller, run_of
 
 
 class Comparison:
@@ -26,6 +27,7 @@ class Comparison:
     def __init__(self, config: pytest.Config, run: HpmlRun) -> None:
         opt = config.option
         self.run = run
+        self.profile = profile_of(config)
         self.compare: bool = opt.hpml_compare
         self.save: bool = opt.hpml_save_baseline
         self.keep: int = opt.hpml_baseline_runs
@@ -44,7 +46,7 @@ class Comparison:
 
     @property
     def path(self) -> Path:
-        return baselines.baseline_path(self.directory, self.machine, self.run.profile)
+        return baselines.baseline_path(self.directory, self.machine, self.profile)
 
     def open(self) -> None:
         """Check the folder and read the file; raises pytest.UsageError naming what is wrong."""
@@ -60,7 +62,7 @@ class Comparison:
             if self.compare:
                 self.run.say_once(
                     f"--hpml-compare: no baseline for this machine ({self.machine}) and profile "
-                    f"{self.run.profile!r} at {self.path}; every metric is 'new'. Record one "
+                    f"{self.profile!r} at {self.path}; every metric is 'new'. Record one "
                     "with --hpml-save-baseline.")
         elif machine_key(found.fingerprint) != self.machine:
             self.run.say_once(f"--hpml-compare: {found.path} was recorded on "
@@ -74,18 +76,17 @@ class Comparison:
                                   + "; ".join(changes))
         self.baseline = found
 
-    def _compare(self, record: Record, confirmations: dict[str, list[float]] | None,
-                 can_confirm: int) -> None:
+    def _compare(self, record: Record, can_confirm: int) -> None:
         old = self.baseline.metrics_for(record.id) if self.baseline else {}
-        record.metrics = [m for m in record.metrics if m.verdict != "missing"]
+        record.metrics = [m for m in record.metrics if verdicts.outcome(m) != "missing"]
         record.metrics.extend(verdicts.compare_record(record, old, self.tolerance, self.alpha,
-                                                      confirmations, can_confirm))
+                                                      can_confirm))
 
     def measure_again(self, item: pytest.Item, records: list[Record], processes: int,
                       why: str) -> None:
         """Run the test in `processes` fresh processes and give each measured metric its
         values from them (Metric.runs)."""
-        reruns, problems = confirm.rerun(item, self.run.profile, processes)
+        reruns, problems = confirm.rerun(item, self.profile, processes)
         for record in records:
             measured = confirm.metrics_by_name(reruns, record.id)
             for m in record.metrics:
@@ -108,13 +109,13 @@ class Comparison:
         next process dispels costs one)."""
         left = self.confirm if may_confirm else 0
         for record in records:
-            self._compare(record, None, can_confirm=left)
+            self._compare(record, can_confirm=left)
         suspected = [r for r in records if verdicts.suspects(r)]
         while suspected and left:
             self.measure_again(item, suspected, 1, "confirmation")
             left -= 1
             for record in suspected:
-                self._compare(record, None, can_confirm=left)
+                self._compare(record, can_confirm=left)
             suspected = [r for r in suspected if verdicts.suspects(r)]
         return [line for r in records for line in verdicts.failures(r, self.tolerance)]
 
@@ -134,7 +135,7 @@ class Comparison:
                               "failed tests not saved; their previous baseline entries are kept.")
         if not passed:
             return []
-        saved = baselines.save(self.path, fingerprint(), self.run.profile, passed,
+        saved = baselines.save(self.path, fingerprint(), self.profile, passed,
                                keep=self.keep, reset=self.reset)
         if saved.skipped:
             self.run.say_once(f"--hpml-save-baseline: {len(saved.skipped)} metric(s) are not "
@@ -201,31 +202,27 @@ def pytest_configure(config: pytest.Config) -> None:
     if (comparison.compare and comparison.confirm) or (comparison.save
                                                        and comparison.processes > 1):
         confirm.start_forkserver_in_background()
-    if (comparison.compare or comparison.save) and is_controller(config):
+    if comparison.compare or (comparison.save and is_controller(config)):
+        # Workers compare too, against the file the controller checked.
         comparison.open()
-        if comparison.save:
-            from pytest_hpml.reporting import add_output
-
-            add_output(config, "baseline", comparison.path, comparison.write)
-    elif comparison.compare:
-        comparison.open()  # workers compare too, against the file the controller checked
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator:
-    report = yield
+def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
+                      records: list[Record]) -> None:
     comparison = item.config.stash[COMPARISON_KEY]
-    fixture = fixture_of(item)
-    if call.when != "call" or fixture is None:
-        return report
     failing = []
     if comparison.compare:
-        failing = comparison.judge(item, fixture.records(), may_confirm=report.passed)
+        failing = comparison.judge(item, records, may_confirm=report.passed)
     if comparison.save and report.passed and not failing:
-        comparison.widen_history(item, fixture.records())
+        comparison.widen_history(item, records)
     if failing and report.passed:
         report.outcome = "failed"
         report.longrepr = "hpml: failed the comparison with the baseline:\n  " + "\n  ".join(
             failing)
-    return report
 
+
+def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
+    comparison = config.stash[COMPARISON_KEY]
+    if not comparison.save:
+        return []
+    return [Output("baseline", comparison.path, comparison.write)]

@@ -16,6 +16,7 @@ from collections.abc import MutableMapping
 import pytest
 
 from pytest_hpml.machine import gpus
+from pytest_hpml.session import xdist_workers
 
 NO_CUDA_REASON = "needs a CUDA GPU: none was found on this machine"
 
@@ -58,16 +59,6 @@ def enable_triton_interpreter_without_gpu(environ: MutableMapping[str, str] | No
 
 def triton_interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-def xdist_workers(config: pytest.Config) -> int:
-    """The number of xdist workers this run starts (0 without -n)."""
-    value = getattr(config.option, "numprocesses", None)
-    if value in (None, 0):
-        return 0
-    if isinstance(value, int):
-        return value
-    return os.cpu_count() or 1  # "auto" and "logical": xdist picks about one per core
 
 
 def gpus_needed(item: pytest.Item) -> int:

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_hpml.session import xdist_workers
+
 MMAP_THRESHOLD = 64 * 2**20
 TRIM_THRESHOLD = 128 * 2**20
 # mallopt parameter numbers from glibc's <malloc.h>.
@@ -125,8 +127,6 @@ def control(config: pytest.Config, environ: MutableMapping[str, str] | None = No
 
 
 def _planned_workers(config: pytest.Config) -> int:
-    from pytest_hpml.devices import xdist_workers
-
     return max(1, xdist_workers(config))
 
 

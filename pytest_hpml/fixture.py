@@ -1,273 +1,75 @@
-"""The `hpml` fixture's object: one per test, it times, records and checks (see docs/API.md).
+"""The `hpml` fixture's object: the Recorder of the test's own row, further rows of the test's
+table, and the test's context (see docs/API.md). pytest_hpml.recording makes one per test.
 
 Importing this module imports no torch: plain tests in a repository that installs the plugin
-stay fast. torch is imported by the methods that need it.
+stay fast.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
-from pytest_hpml import devices
-from pytest_hpml.measure.clocks import ClockKind, clock_for
-from pytest_hpml.measure.stats import summarize
-from pytest_hpml.measure.timing import Timing, TimingConfig, measure
-from pytest_hpml.policy import marker_options, timing_config
-from pytest_hpml.report.plots import CHART_KINDS
-from pytest_hpml.results import Better, Metric, Record
+from pytest_hpml.recorder import HpmlContext, Recorder
+from pytest_hpml.report.plots import plot_path
+from pytest_hpml.results import Record
 
 if TYPE_CHECKING:
     import torch
 
     from pytest_hpml.measure.ceilings import Ceilings
-    from pytest_hpml.measure.utilization import UtilizationSampler
-    from pytest_hpml.session import HpmlRun
+    from pytest_hpml.measure.timing import TimingConfig
 
 
-class OutOfMemory:
-    """What `catch_out_of_memory` saw: `happened` and the allocator's first line."""
+class _OwnRow:
+    """A Recorder method reached through the fixture: it records in the test's own row."""
 
-    happened: bool = False
-    message: str = ""
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
 
-
-class Recorder:
-    """The recording API of one row; the test's own row and extra rows share it."""
-
-    def __init__(self, owner: Hpml, record: Record) -> None:
-        self._owner = owner
-        self._record = record
-
-    # -- rows and columns ------------------------------------------------------------------------
-    def param(self, **columns: Any) -> None:
-        """Extra parameter columns for this row (for example data="synthetic-MNIST")."""
-        self._record.params.update(columns)
-
-    def metric(self, name: str) -> Metric | None:
-        """The metric recorded under `name` in this row, if any."""
-        return self._record.metric(name)
-
-    def annotate(self, name: str, note: str) -> Metric:
-        """Add a note to a metric already recorded (shown under the table)."""
-        metric = self._record.metric(name)
-        if metric is None:
-            raise KeyError(f"no metric {name!r} recorded in this row; recorded: "
-                           f"{[m.name for m in self._record.metrics]}")
-        metric.note = f"{metric.note}; {note}" if metric.note else note
-        return metric
-
-    def expect_missing(self, *names: str) -> None:
-        """Baseline metrics this row may lack without failing --hpml-compare ("*": any)."""
-        self._record.expected_missing.extend(names or ("*",))
-
-    # -- measured figures ------------------------------------------------------------------------
-    def record(self, name: str, value: float, unit: str = "", better: Better = None, *,
-               tolerance: float | None = None, samples: list[float] | None = None,
-               note: str | None = None, timing: Timing | None = None,
-               exact: bool = False) -> Metric:
-        """A measured metric; `value` in SI base units (s, B, B/s, FLOP/s).
-
-        With `exact=True` the figure is the same in every run of the same code (a count, a
-        compile-time resource, a yes/no finding): a comparison judges any change beyond its
-        tolerance (0 unless given) as a change, with no noise model and no confirmation run.
-
-        With `timing=`, the metric is derived from that timing (a bandwidth, a throughput) and
-        is judged with its evidence: per-sample values scale with the time (lower is better)
-        or with its inverse (higher is better), and its verdict follows the timing's.
-        """
-        if tolerance is None:
-            tolerance = self._owner._marker("tolerance")
-        derived_from = None
-        if timing is not None:
-            if better is None:
-                raise ValueError(f"metric {name!r}: a metric derived from a timing needs "
-                                 "better='lower' (proportional to time) or 'higher' (a rate)")
-            samples = _scaled_samples(value, timing, better)
-            derived_from = timing.recorded_as
-        metric = Metric(name=name, value=value, unit=unit, better=better, tolerance=tolerance,
-                        samples=samples, note=note, derived_from=derived_from, exact=exact,
-                        yardstick=timing.yardstick if timing is not None else None)
-        if samples:
-            metric.iqr = summarize(samples).iqr  # printed as "value ± IQR"
-        return self._record.add(metric)
-
-    def time(self, fn: Callable[..., Any], *args: Any, name: str = "time",
-             clock: ClockKind = "device", **kwargs: Any) -> Timing:
-        """Time fn(*args, **kwargs) and record `name` (s, lower is better). The Timing holds
-        fn's last result. clock="device": CUDA events on a CUDA test, the wall clock on a CPU
-        test; clock="host": the wall clock, for calls that end synchronized with the device
-        (a whole program, a host-side loop)."""
-        config = self._owner.timing_config
-        timer = clock_for(self._owner.device_name, clock, cold_l2=config.cold_l2)
-        if config.yardstick and self._owner.device_name == "cpu":
-            from pytest_hpml.measure.yardstick import YardstickClock
-
-            timer = YardstickClock(timer)
-        timing = measure(fn, args, kwargs, config=config, clock=timer)
-        timing.recorded_as = name
-        metric = self.record(name, timing.median, unit="s", better="lower",
-                             samples=list(timing.samples))
-        metric.yardstick = timing.yardstick
-        for warning in timing.warnings:
-            self._record.warnings.append(f"{name}: {warning}")
-        return timing
-
-    def record_timing(self, name: str, samples: list[float], unit: str = "s") -> Timing:
-        """A time measured elsewhere (per-step times from the ranks of a distributed run, a
-        training loop's epochs) recorded as `name`, lower is better, each sample a sample; the
-        Timing returned serves figures derived from it (timing=)."""
-        if not samples:
-            raise ValueError(f"metric {name!r}: record_timing needs at least one sample")
-        timing = Timing(samples=list(samples), recorded_as=name)
-        self.record(name, timing.median, unit=unit, better="lower", samples=list(samples))
-        return timing
-
-    def record_bandwidth(self, name: str, bytes_per_call: float, timing: Timing) -> Metric:
-        """Bytes moved per call over the median time: B/s, higher is better."""
-        return self.record(name, bytes_per_call / timing.median, unit="B/s", better="higher",
-                           timing=timing)
-
-    def record_flops(self, name: str, flops_per_call: float, timing: Timing,
-                     unit: str = "FLOP/s") -> Metric:
-        """Operations per call over the median time (FLOP/s, or OP/s for integer math)."""
-        return self.record(name, flops_per_call / timing.median, unit=unit, better="higher",
-                           timing=timing)
-
-    # -- figures that are not measurements -------------------------------------------------------
-    def reference(self, name: str, value: float, unit: str = "", *, source: str,
-                  note: str | None = None) -> Metric:
-        """A published figure (paper, datasheet) shown beside the measured ones, labelled with
-        its source; never stored in baselines nor exported."""
-        return self._record.add(Metric(name=name, value=value, unit=unit, kind="reference",
-                                       source=source, note=note))
-
-    def setting(self, name: str, value: float, unit: str = "", *,
-                note: str | None = None) -> Metric:
-        """A constant of the experiment (a size, a ceiling it divides by): shown, not compared."""
-        return self._record.add(Metric(name=name, value=value, unit=unit, kind="setting",
-                                       note=note))
-
-    # -- correctness -----------------------------------------------------------------------------
-    def check(self, name: str, value: float, *, at_most: float | None = None,
-              at_least: float | None = None, unit: str = "", note: str | None = None) -> Metric:
-        """A correctness figure held to a bound: recorded, and the test fails outside it."""
-        if (at_most is None) == (at_least is None):
-            raise ValueError(f"check {name!r}: give exactly one of at_most= or at_least=")
-        better: Better = "lower" if at_most is not None else "higher"
-        limit = at_most if at_most is not None else at_least
-        metric = self._record.add(Metric(name=name, value=value, unit=unit, better=better,
-                                         kind="check", limit=limit, note=note))
-        ok = metric.value <= limit if at_most is not None else metric.value >= limit
-        if not ok:  # NaN fails both comparisons
-            bound = f"<= {at_most:g}" if at_most is not None else f">= {at_least:g}"
-            pytest.fail(f"{name} = {metric.value:.6g} {unit}".rstrip()
-                        + f", must be {bound}", pytrace=False)
-        return metric
-
-    def check_close(self, actual: Any, expected: Any, rtol: float | None = None,
-                    atol: float | None = None, name: str = "max_rel_error") -> float:
-        """Fail with where, how large and how many when out of tolerance; NaN/Inf never pass."""
-        from pytest_hpml.measure import tolerances
-
-        result = tolerances.compare(actual, expected, rtol=rtol, atol=atol)
-        self._record.add(Metric(name=name, value=result.max_rel_error, better="lower",
-                                kind="check"))
-        if result.message:
-            pytest.fail(f"{name}: {result.message}", pytrace=False)
-        return result.max_rel_error
-
-    @contextlib.contextmanager
-    def catch_out_of_memory(self) -> Iterator[OutOfMemory]:
-        """Run a block whose out-of-memory error is a finding, not a crash.
-
-        Records fits_in_memory (1 or 0, higher is better, judged exactly), so a later run in
-        which this row no longer fits regresses from it; on out-of-memory the row's other
-        metrics may be missing (a comparison then does not fail on them), the memory the block
-        held is freed, and the test goes on after the block.
-        """
-        found = OutOfMemory()
-        try:
-            yield found
-        except Exception as exc:  # noqa: BLE001 - only out-of-memory errors are swallowed
-            if not _is_out_of_memory(exc):
-                raise
-            found.happened = True
-            found.message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        if found.happened:
-            # Outside the except block: the traceback no longer holds the block's frames, so
-            # their tensors can be freed before the next batch size runs.
-            _free_device_memory()
-            self.param(status="out of memory")
-            self.expect_missing("*")
-        self.record("fits_in_memory", 0.0 if found.happened else 1.0, better="higher",
-                    exact=True, note=found.message or None)
+    def __get__(self, fixture: Hpml | None, owner: type | None = None) -> Any:
+        if fixture is None:
+            return getattr(Recorder, self.name)  # help(Hpml.record) shows Recorder.record
+        return getattr(fixture.own_row, self.name)
 
 
-    @contextlib.contextmanager
-    def sample_utilization(self, interval: float = 0.5) -> Iterator[UtilizationSampler]:
-        """Sample device utilization in the background while the block runs.
+class Hpml:
+    """The `hpml` fixture: the recording API of the test's own row (a Recorder), further rows
+    (`row`), and the test's context."""
 
-        On a CUDA test: GPU core and memory utilization (%), memory used (B) and SM clock (Hz)
-        through nvidia-ml-py, and this process tree's CPU utilization (% of all cores); on a
-        CPU test the CPU utilization only. When the block ends (exceptions included) the
-        sampler stops and each series is recorded as a metric: its mean, with the series as
-        samples (chart it with @pytest.mark.hpml_plot(..., kind="timeseries", y=[...])), and
-        the interval as the setting sample_interval.
-        """
-        from pytest_hpml.measure.utilization import NvmlSource, ProcessCpuSource, UtilizationSampler
+    # The Recorder API, on the test's own row.
+    param = _OwnRow()
+    metric = _OwnRow()
+    annotate = _OwnRow()
+    expect_missing = _OwnRow()
+    record = _OwnRow()
+    time = _OwnRow()
+    record_timing = _OwnRow()
+    record_bandwidth = _OwnRow()
+    record_flops = _OwnRow()
+    reference = _OwnRow()
+    setting = _OwnRow()
+    check = _OwnRow()
+    check_close = _OwnRow()
+    catch_out_of_memory = _OwnRow()
+    sample_utilization = _OwnRow()
 
-        sources: list[Any] = [ProcessCpuSource()]
-        if self._owner.device_name == "cuda":  # pragma: no cover - needs a GPU
-            nvml = NvmlSource.for_device(self._owner.device)
-            if nvml is None:
-                self._record.warnings.append("utilization: nvidia-ml-py is not installed (or "
-                                             "NVML did not start): GPU utilization not sampled")
-            else:
-                sources.insert(0, nvml)
-        sampler = UtilizationSampler(sources, interval)
-        try:
-            with sampler:
-                yield sampler
-        finally:
-            self.setting("sample_interval", interval, unit="s")
-            for name, values in sampler.values.items():
-                if values:
-                    self.record(name, sampler.mean(name), unit=sampler.units[name],
-                                samples=list(values))
-            for error in sampler.errors:
-                self._record.warnings.append(f"utilization: {error}")
-
-
-class Hpml(Recorder):
-    """The `hpml` fixture: the recording API of the test's own row, and the test's context."""
-
-    def __init__(self, run: HpmlRun, item: pytest.Item, device: str) -> None:
-        self._run = run
-        self._item = item
-        #: "cpu" or "cuda": the `device` parameter's case (cpu without one)
-        self.device_name = device
-        self._device: torch.device | None = None
-        self.profile: str = run.profile
-        self.interpreted: bool = devices.triton_interpreted()
+    def __init__(self, context: HpmlContext, record: Record, plots: str | Path | None = None,
+                 say: Callable[[str], None] | None = None) -> None:
+        self.context = context
+        #: The Recorder of the test's own row.
+        self.own_row = Recorder(context, record)
         self._rows: list[Recorder] = []
-        record = Record(
-            id=item.nodeid,
-            experiment=item.nodeid.split("[", 1)[0],
-            params=_callspec_params(item),
-            order=_order_key(item),
-            device=device,
-            views=_views(item),
-            expected_missing=_expected_missing(item),
-        )
-        super().__init__(self, record)
-        #: The sampling policy of this test (profile, command line, @pytest.mark.hpml).
-        self.timing_config: TimingConfig = timing_config(item, run.profile)
+        self._plots = plots
+        self._say = say
+        self._device: torch.device | None = None
+
+    @property
+    def device_name(self) -> str:
+        """"cpu" or "cuda": the `device` parameter's case (cpu without one)."""
+        return self.context.device
 
     @property
     def device(self) -> torch.device:
@@ -275,36 +77,47 @@ class Hpml(Recorder):
         if self._device is None:
             import torch
 
-            self._device = torch.device(self.device_name)
+            self._device = torch.device(self.context.device)
         return self._device
 
     @property
-    def experiment(self) -> str:
-        """The table title; rows of several tests with the same title share one table."""
-        return self._record.experiment
+    def profile(self) -> str:
+        return self.context.profile
 
-    @experiment.setter
-    def experiment(self, title: str) -> None:
-        self._record.experiment = title
-        for row in self._rows:
-            row._record.experiment = title
+    @property
+    def timing_config(self) -> TimingConfig:
+        """The sampling policy of this test (profile, command line, @pytest.mark.hpml)."""
+        return self.context.timing
+
+    @property
+    def interpreted(self) -> bool:
+        """Whether Triton kernels run in its interpreter (no GPU): not performance figures."""
+        return self.context.interpreted
 
     @property
     def ceilings(self) -> Ceilings:
         """This device's measured copy bandwidth and matmul FLOP/s, once per process."""
-        return self._run.ceilings_for(self.device)
+        return self.context.ceilings
+
+    @property
+    def experiment(self) -> str:
+        """The table title; rows of several tests with the same title share one table."""
+        return self.own_row._record.experiment
+
+    @experiment.setter
+    def experiment(self, title: str) -> None:
+        for recorder in (self.own_row, *self._rows):
+            recorder._record.experiment = title
 
     def plot_path(self, filename: str) -> Path | None:
         """Where to write a chart of this test's own; None without --hpml-plots or matplotlib."""
-        from pytest_hpml.reporting import plot_path
-
-        return plot_path(self._item.config, filename)
+        return plot_path(self._plots, filename, self._say)
 
     @contextlib.contextmanager
     def row(self, **columns: Any) -> Iterator[Recorder]:
         """A further row of this test's table (one per layer, per step ...)."""
         suffix = ",".join(f"{k}={v}" for k, v in columns.items())
-        own = self._record
+        own = self.own_row._record
         record = Record(
             id=f"{own.id}[{suffix}]" if "[" not in own.id else f"{own.id[:-1]}-{suffix}]",
             experiment=own.experiment,
@@ -314,88 +127,11 @@ class Hpml(Recorder):
             views=own.views,
             expected_missing=list(own.expected_missing),
         )
-        recorder = Recorder(self, record)
+        recorder = Recorder(self.context, record)
         self._rows.append(recorder)
         yield recorder
 
     def records(self) -> list[Record]:
         # The test's own row only counts when something was recorded in it.
-        own = [self._record] if self._record.metrics else []
+        own = [self.own_row._record] if self.own_row._record.metrics else []
         return own + [r._record for r in self._rows if r._record.metrics]
-
-    def _marker(self, name: str) -> Any:
-        return marker_options(self._item).get(name)
-
-
-def _scaled_samples(value: float, timing: Timing, better: Better) -> list[float]:
-    """Per-sample values of a metric derived from a timing's median: proportional to each
-    sample's time (lower is better) or to its inverse (a rate, higher is better)."""
-    median = timing.median
-    if better == "lower":
-        return [value * t / median for t in timing.samples] if median > 0 else []
-    return [value * median / t for t in timing.samples if t > 0]
-
-
-def _is_out_of_memory(exc: BaseException) -> bool:
-    if isinstance(exc, MemoryError):
-        return True
-    try:
-        import torch
-
-        if isinstance(exc, torch.OutOfMemoryError):
-            return True
-    except (ImportError, AttributeError):
-        pass
-    # CPU allocations that fail surface as RuntimeError with the allocator's words.
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and ("out of memory" in text.lower()
-                                              or "DefaultCPUAllocator: can't allocate" in text)
-
-
-def _free_device_memory() -> None:
-    gc.collect()
-    try:
-        import torch
-
-        if torch.cuda.is_initialized():  # pragma: no cover - GPU only
-            torch.cuda.empty_cache()
-    except ImportError:
-        pass
-
-
-def _callspec_params(item: pytest.Item) -> dict[str, Any]:
-    callspec = getattr(item, "callspec", None)
-    return dict(callspec.params) if callspec else {}
-
-
-def _order_key(item: pytest.Item) -> list[Any]:
-    """File, line, then parameter indices: the same order in every xdist worker."""
-    path, line, _ = item.location
-    callspec = getattr(item, "callspec", None)
-    indices = [callspec.indices[k] for k in callspec.params] if callspec else []
-    return [path, line or 0, *indices, 0]
-
-
-def _expected_missing(item: pytest.Item) -> list[str]:
-    names = marker_options(item).get("expect_missing", [])
-    return ["*"] if names == "*" else list(names)
-
-
-def _views(item: pytest.Item) -> dict[str, Any]:
-    views: dict[str, Any] = {}
-    pivot = item.get_closest_marker("hpml_pivot")
-    if pivot:
-        views["pivot"] = dict(pivot.kwargs)
-    plots = []
-    for marker in item.iter_markers("hpml_plot"):
-        if not marker.args:
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.hpml_plot needs a file name, "
-                                    "e.g. hpml_plot('times.png', x='k', y='time')")
-        kind = marker.kwargs.get("kind", "line")
-        if kind not in CHART_KINDS:
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.hpml_plot(kind={kind!r}): "
-                                    f"kind is one of {', '.join(CHART_KINDS)}")
-        plots.append({"filename": marker.args[0], **marker.kwargs})
-    if plots:
-        views["plots"] = plots
-    return views

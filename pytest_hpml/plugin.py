@@ -1,5 +1,8 @@
 """pytest-hpml's entry point (pytest11): it only wires the plugin's modules, each of which
-declares its own options, markers and hooks beside the code that reads them."""
+declares its own options, markers and hooks beside the code that reads them, and the hooks
+by which they hand work to each other (hookspecs)."""
+
+import pytest
 
 pytest_plugins = [
     "pytest_hpml.session",  # the run's shared state: first, the others read it
@@ -11,3 +14,9 @@ pytest_plugins = [
     "pytest_hpml.comparing",  # baselines and verdicts
     "pytest_hpml.reporting",  # tables, files, exports and charts at the end
 ]
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_hpml import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)

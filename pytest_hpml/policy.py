@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpml.measure.timing import TimingConfig
+from pytest_hpml.measure.timing import POLICY_RULES, TimingConfig
 
 TIMING_OPTIONS = tuple(f.name for f in fields(TimingConfig)
                        if f.name not in ("min_sample_time", "max_samples"))
@@ -30,16 +30,10 @@ def _is_names(v: Any) -> bool:
     return (isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)) or v == "*"
 
 
-#: Every option of @pytest.mark.hpml: (check, what to write).
+#: Every option of @pytest.mark.hpml: (check, what to write). The timing options are checked
+#: by the rules TimingConfig checks itself with.
 MARKER_OPTIONS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "min_samples": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                    "an int >= 1, e.g. min_samples=5"),
-    "max_time": (lambda v: _is_number(v) and v > 0, "seconds > 0, e.g. max_time=2.0"),
-    "target_rse": (lambda v: _is_number(v) and v > 0, "a fraction > 0, e.g. target_rse=0.01"),
-    "warmup": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-               "an int >= 1 (the first call is never a sample), e.g. warmup=2"),
-    "cold_l2": (lambda v: isinstance(v, bool), "True or False"),
-    "yardstick": (lambda v: isinstance(v, bool), "True or False"),
+    **{name: POLICY_RULES[name] for name in TIMING_OPTIONS},
     "tolerance": (lambda v: _is_number(v) and v >= 0, "a fraction >= 0, e.g. tolerance=0.2"),
     "expect_missing": (_is_names, "a list of metric names, or '*', e.g. "
                                   "expect_missing=['time']"),

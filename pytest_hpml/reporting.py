@@ -10,33 +10,18 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from pytest_hpml.report.files import REPORT_SUFFIXES
+from pytest_hpml.machine.fingerprint import fingerprint
+from pytest_hpml.report import exports, files, plots, tables
+from pytest_hpml.report.files import REPORT_SUFFIXES, Output
+from pytest_hpml.selection import profile_of
 from pytest_hpml.session import is_controller, run_of
 
 #: Exit status of a run whose tests passed but whose outputs could not all be written.
 OUTPUTS_FAILED = 6
-
-
-@dataclass
-class Output:
-    label: str
-    path: Path
-    write: Callable[[], list[Path]]
-
-
-OUTPUTS_KEY = pytest.StashKey[list[Output]]()
-
-
-def add_output(config: pytest.Config, label: str, path: Path,
-               write: Callable[[], list[Path]]) -> None:
-    """Register a file the controller writes at the end of the run."""
-    config.stash.setdefault(OUTPUTS_KEY, []).append(Output(label, Path(path), write))
 
 
 def report_path(text: str) -> str:
@@ -70,58 +55,38 @@ def writable_problem(path: Path, folder: bool = False) -> str | None:
     return None
 
 
-def plot_path(config: pytest.Config, filename: str) -> Path | None:
-    """Where a test writes a chart of its own; None without --hpml-plots or matplotlib."""
-    from pytest_hpml.report.plots import matplotlib_available
-
-    directory = config.option.hpml_plots
-    if not directory:
-        return None
-    if not matplotlib_available():
-        say_no_matplotlib(config)
-        return None
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    return Path(directory) / filename
-
-
-def say_no_matplotlib(config: pytest.Config) -> None:
-    run_of(config).say_once("--hpml-plots: matplotlib is not installed, so no charts are drawn "
-                            "(pip install 'pytest-hpml[plots]').")
-
-
-def _register_outputs(config: pytest.Config) -> None:
-    from pytest_hpml.machine.fingerprint import fingerprint
-    from pytest_hpml.report import exports, files
-
+def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
+    """The report, the dashboard exports and the charts this run asked for."""
     opt = config.option
     run = run_of(config)
+    profile = profile_of(config)
+    outputs = []
     # The writers are looked up when called (not bound now): each output is its own function.
     if opt.hpml_report:
         report = Path(opt.hpml_report)
-        add_output(config, "report", report, lambda: [files.write_report(
-            report, run.records, fingerprint(), run.profile, opt.hpml_compare)])
+        outputs.append(Output("report", report, lambda: [files.write_report(
+            report, run.records, fingerprint(), profile, opt.hpml_compare)]))
     if opt.hpml_export_benchmark_action:
         action = Path(opt.hpml_export_benchmark_action)
-        add_output(config, "github-action-benchmark", action,
-                   lambda: exports.write_benchmark_action(action, run.records, run.say_once))
+        outputs.append(Output("github-action-benchmark", action, lambda: (
+            exports.write_benchmark_action(action, run.records, run.say_once))))
     if opt.hpml_export_bencher:
         bencher = Path(opt.hpml_export_bencher)
-        add_output(config, "bencher", bencher,
-                   lambda: [exports.write_bencher(bencher, run.records, run.say_once)])
+        outputs.append(Output("bencher", bencher, lambda: [
+            exports.write_bencher(bencher, run.records, run.say_once)]))
     if opt.hpml_plots:
         charts = Path(opt.hpml_plots)
 
         def draw() -> list[Path]:
-            from pytest_hpml.report.plots import draw_all, matplotlib_available
-
             if not run.records:
                 return []
-            if not matplotlib_available():
-                say_no_matplotlib(config)
+            if not plots.matplotlib_available():
+                run.say_once(plots.NO_MATPLOTLIB)
                 return []
-            return draw_all(charts, run.records)
+            return plots.draw_all(charts, run.records)
 
-        add_output(config, "plots", charts, draw)
+        outputs.append(Output("plots", charts, draw))
+    return outputs
 
 
 # -- pytest hooks -------------------------------------------------------------------------------
@@ -158,20 +123,18 @@ def pytest_configure(config: pytest.Config) -> None:
             problem = writable_problem(Path(value), folder=folder)
             if problem:
                 raise pytest.UsageError(f"{option}={value}: cannot write there: {problem}")
-    _register_outputs(config)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if not is_controller(config):
         return
-    from pytest_hpml.report.tables import in_report_order
-
     run = run_of(config)
     # Files list rows as the tables do, not in the order xdist workers happened to finish.
-    run.records = in_report_order(run.records)
+    run.records = tables.in_report_order(run.records)
     failed = False
-    for output in config.stash.get(OUTPUTS_KEY, []):
+    outputs = [o for found in config.hook.pytest_hpml_outputs(config=config) for o in found]
+    for output in outputs:
         try:
             run.written += [str(p) for p in output.write()]
         except KeyboardInterrupt:
@@ -193,10 +156,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     run = run_of(config)
     tr = terminalreporter
     if config.option.hpml_report is not None and run.records:
-        from pytest_hpml.report.tables import build_tables, render
-
-        tr.write_sep("=", f"hpml report (profile {run.profile})")
-        tr.write(render(build_tables(run.records, config.option.hpml_compare)))
+        tr.write_sep("=", f"hpml report (profile {profile_of(config)})")
+        tr.write(tables.render(tables.build_tables(run.records, config.option.hpml_compare)))
     for message in run.messages:
         tr.write_line(f"hpml: {message}")
     for path in run.written:

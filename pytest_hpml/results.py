@@ -21,6 +21,33 @@ KINDS: tuple[str, ...] = ("measured", "check", "reference", "setting")
 VERDICTS = ("improved", "unchanged", "regressed", "ambiguous", "new", "missing", "suspect")
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """How a measured metric compares with the stored baseline, and what that rests on; made by
+    a comparison (pytest_hpml.compare.verdicts) and kept beside the measurement."""
+
+    outcome: str  # one of VERDICTS
+    baseline: float | None = None  # the stored value the change is measured from
+    change: float | None = None  # relative change from `baseline`
+    mdc: float | None = None  # the smallest relative change this machine can detect
+    basis: str | None = None  # what the verdict rests on, in words
+    # The change is relative to the machine's yardstick, not as measured.
+    relative: bool = False
+    p_value: float | None = None  # of the rank test, where one was run
+
+    def __post_init__(self) -> None:
+        if self.outcome not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, not {self.outcome!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None and v is not False}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
 @dataclass
 class Metric:
     """One quantity of a row. `value` is in SI base units (s, B, B/s, FLOP/s)."""
@@ -52,15 +79,8 @@ class Metric:
     # Baselines only: the values of the last runs, oldest first; as measured, and relative.
     history: list[float] | None = None
     relative_history: list[float] | None = None
-    # Filled by a comparison with a baseline; absent otherwise.
-    baseline: float | None = None
-    change: float | None = None
-    verdict: str | None = None
-    p_value: float | None = None
-    mdc: float | None = None  # the smallest relative change this machine can detect
-    basis: str | None = None  # what the verdict rests on, in words
-    # "yardstick" where `change` is relative to the machine's yardstick, not as measured.
-    change_basis: str | None = None
+    # Made by a comparison with a baseline; absent otherwise.
+    verdict: Verdict | None = None
     # Spread of the samples, for printing "median ± IQR".
     iqr: float | None = None
 
@@ -103,6 +123,8 @@ class Metric:
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items() if v is not None}
+        if self.verdict is not None:
+            data["verdict"] = self.verdict.to_dict()
         if not data.get("exact"):
             data.pop("exact", None)  # the default: keeps files small and old files readable
         if data.get("kind") == "measured":
@@ -112,7 +134,11 @@ class Metric:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Metric:
         known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in known})
+        fields = {k: v for k, v in data.items() if k in known}
+        verdict = fields.pop("verdict", None)
+        if isinstance(verdict, dict):  # reports of pytest-hpml 0.2 held a word: not read
+            fields["verdict"] = Verdict.from_dict(verdict)
+        return cls(**fields)
 
 
 @dataclass
@@ -180,7 +206,7 @@ def measured_figures(record: Record) -> tuple[list[Metric], list[Metric]]:
     and the measured ones that are not numbers (NaN, inf): left out, and said so."""
     kept, not_numbers = [], []
     for m in record.metrics:
-        if not m.compared or m.verdict == "missing":
+        if not m.compared or (m.verdict and m.verdict.outcome == "missing"):
             continue  # checks, references, settings; and rows of a comparison, not values
         (kept if math.isfinite(m.value) else not_numbers).append(m)
     return kept, not_numbers

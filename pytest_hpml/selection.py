@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from pytest_hpml.machine.gpus import visible_gpu_count
+
 PROFILES = ("quick", "full")
 PRECISIONS = ("fp64", "fp32", "fp16", "bf16", "int8")
 DEVICES = ("cpu", "cuda")
@@ -25,11 +27,16 @@ def precisions(*names: str) -> list[Any]:
     return [pytest.param(dtypes[n], marks=getattr(pytest.mark, n), id=n) for n in names]
 
 
-def profile_for(config: pytest.Config) -> str:
-    """--hpml-profile, else full where a GPU is visible and quick elsewhere."""
-    from pytest_hpml.machine.gpus import visible_gpu_count
+PROFILE_KEY = pytest.StashKey[str]()
 
-    return config.option.hpml_profile or ("full" if visible_gpu_count() > 0 else "quick")
+
+def profile_of(config: pytest.Config) -> str:
+    """The run's size profile: --hpml-profile, else full where a GPU is visible and quick
+    elsewhere (decided once per process; every module asks here)."""
+    if PROFILE_KEY not in config.stash:
+        config.stash[PROFILE_KEY] = config.option.hpml_profile or (
+            "full" if visible_gpu_count() > 0 else "quick")
+    return config.stash[PROFILE_KEY]
 
 
 def device_params(definition: pytest.Function) -> list[Any]:
@@ -111,15 +118,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    from pytest_hpml.session import run_of
-
-    return f"hpml: profile {run_of(config).profile}"
+    return f"hpml: profile {profile_of(config)}"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    from pytest_hpml.session import run_of
-
-    profile = run_of(metafunc.config).profile
+    profile = profile_of(metafunc.config)
     for argname, values in sweep_values(metafunc.definition, profile):
         metafunc.parametrize(argname, values)
     if "device" in metafunc.fixturenames and not _already_parametrized(metafunc, "device"):

@@ -1,39 +1,24 @@
 """The state of one pytest-hpml run, shared by the plugin's modules through config.stash: the
-size profile, the records gathered from the tests, the measured ceilings and the one-line
-messages of the terminal summary (a pytest plugin module: it creates the state first)."""
+records gathered from the tests, the rows of tests that did not pass, the outputs written and
+the one-line messages of the terminal summary (a pytest plugin module: it creates the state
+first). It imports no other module of the plugin."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import os
 
 import pytest
 
 from pytest_hpml.results import Record
 
-if TYPE_CHECKING:  # torch is imported only by tests that use it: plain tests stay fast
-    from pytest_hpml.fixture import Hpml
-    from pytest_hpml.measure.ceilings import Ceilings
-
 
 class HpmlRun:
-    def __init__(self, config: pytest.Config, profile: str) -> None:
+    def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.profile = profile
         self.records: list[Record] = []
         self.failed_ids: set[str] = set()  # rows of failed tests: reported, never saved
         self.messages: list[str] = []  # said once each in the terminal summary
         self.written: list[str] = []  # outputs written at the end, "wrote PATH" lines
-        self._ceilings: dict[str, Ceilings] = {}
-
-    def ceilings_for(self, device: Any) -> Ceilings:
-        """The device's measured ceilings, one set per device per process, with a clock of
-        their own (never a test's clock, nor its cold-L2 setting)."""
-        from pytest_hpml.measure.ceilings import Ceilings
-
-        key = str(device)
-        if key not in self._ceilings:
-            self._ceilings[key] = Ceilings(device, self.profile)
-        return self._ceilings[key]
 
     def say_once(self, message: str) -> None:
         if message not in self.messages:
@@ -41,16 +26,10 @@ class HpmlRun:
 
 
 RUN_KEY = pytest.StashKey[HpmlRun]()
-FIXTURE_KEY = pytest.StashKey["Hpml"]()
 
 
 def run_of(config: pytest.Config) -> HpmlRun:
     return config.stash[RUN_KEY]
-
-
-def fixture_of(item: pytest.Item) -> Hpml | None:
-    """The hpml fixture a test used, if it used one."""
-    return item.stash.get(FIXTURE_KEY, None)
 
 
 def is_controller(config: pytest.Config) -> bool:
@@ -58,8 +37,16 @@ def is_controller(config: pytest.Config) -> bool:
     return not hasattr(config, "workerinput")
 
 
+def xdist_workers(config: pytest.Config) -> int:
+    """The number of xdist workers this run starts (0 without -n)."""
+    value = getattr(config.option, "numprocesses", None)
+    if value in (None, 0):
+        return 0
+    if isinstance(value, int):
+        return value
+    return os.cpu_count() or 1  # "auto" and "logical": xdist picks about one per core
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_hpml.selection import profile_for
-
-    config.stash[RUN_KEY] = HpmlRun(config, profile_for(config))
+    config.stash[RUN_KEY] = HpmlRun(config)

@@ -8,7 +8,7 @@ import pytest
 from hpml_testing import FAST
 
 from pytest_hpml.report.exports import bencher_bmf, benchmark_action
-from pytest_hpml.results import Metric, Record
+from pytest_hpml.results import Metric, Record, Verdict
 
 EXPERIMENT = """
     import pytest
@@ -48,7 +48,7 @@ def test_benchmark_action_range_from_the_iqr() -> None:
 
 
 def test_missing_metrics_are_not_exported() -> None:
-    gone = Metric("time", float("nan"), "s", "lower", verdict="missing")
+    gone = Metric("time", float("nan"), "s", "lower", verdict=Verdict("missing", baseline=1.0))
     assert benchmark_action([Record("t", "E", {}, [gone])]) == {
         "customSmallerIsBetter": [], "customBiggerIsBetter": []}
     assert bencher_bmf([Record("t", "E", {}, [gone])]) == {}

@@ -10,7 +10,7 @@ from hpml_testing import FAST
 
 from pytest_hpml.machine.fingerprint import fingerprint
 from pytest_hpml.report.tables import Table, build_tables, render
-from pytest_hpml.results import Metric, Record
+from pytest_hpml.results import Metric, Record, Verdict
 
 EXPERIMENTS = {
     "test_copy": """
@@ -166,7 +166,8 @@ def test_warnings_and_notes_are_shown_under_the_table() -> None:
 
 
 def test_comparison_table_only_when_comparing() -> None:
-    metric = Metric("time", 3e-3, "s", "lower", baseline=1.5e-3, change=1.0, verdict="regressed")
+    metric = Metric("time", 3e-3, "s", "lower",
+                    verdict=Verdict("regressed", baseline=1.5e-3, change=1.0))
     record = Record("t", "E", {"k": 1}, [metric])
     assert [t.title for t in build_tables([record], compare=False)] == ["E"]
     table = build_tables([record], compare=True)[-1]
@@ -178,10 +179,10 @@ def test_comparison_table_only_when_comparing() -> None:
 def test_a_change_relative_to_the_yardstick_is_marked_and_explained() -> None:
     # 7.2 -> 5.1 ms as measured, +7.6 % relative to the yardstick: the cell must not read as a
     # contradiction of the two columns beside it.
-    relative = Metric("time", 5.1e-3, "s", "lower", baseline=7.2e-3, change=0.076,
-                      verdict="unchanged", change_basis="yardstick")
-    measured = Metric("other", 2e-3, "s", "lower", baseline=1e-3, change=1.0,
-                      verdict="regressed")
+    relative = Metric("time", 5.1e-3, "s", "lower",
+                      verdict=Verdict("unchanged", baseline=7.2e-3, change=0.076, relative=True))
+    measured = Metric("other", 2e-3, "s", "lower",
+                      verdict=Verdict("regressed", baseline=1e-3, change=1.0))
     table = build_tables([Record("t", "E", {}, [relative, measured])], compare=True)[-1]
     assert [row[5] for row in table.rows] == ["+7.6%†", "+100.0%"]
     assert any(n.startswith("†: the change relative to the machine's yardstick")

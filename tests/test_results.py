@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_hpml.results import Metric, Record
+from pytest_hpml.results import Metric, Record, Verdict
 
 
 def test_metric_round_trip_drops_unset_fields() -> None:
@@ -25,8 +25,8 @@ def test_record_round_trip_through_json() -> None:
         id="t.py::test_x[fp16-1]", experiment="Copy",
         params={"dtype": torch.float16, "device": torch.device("cpu"), "k": np.int64(3),
                 "ratio": 0.5, "inf": math.inf, "name": "x", "flag": True, "none": None},
-        metrics=[Metric("time", 2e-3, "s", "lower", verdict="regressed", baseline=1e-3,
-                        change=1.0, p_value=0.001)],
+        metrics=[Metric("time", 2e-3, "s", "lower", verdict=Verdict(
+            "regressed", baseline=1e-3, change=1.0, p_value=0.001, relative=True))],
         order=["t.py", 3, 0, 1, 0], device="cpu", warnings=["time: noisy"],
         views={"pivot": {"index": ["k"], "columns": "dtype"}},
     )
@@ -35,7 +35,8 @@ def test_record_round_trip_through_json() -> None:
                               "inf": "inf", "name": "x", "flag": True, "none": None}
     back = Record.from_dict(data)
     assert back.to_dict() == data
-    assert back.metric("time").verdict == "regressed" and back.metric("nope") is None
+    assert back.metric("time").verdict == record.metrics[0].verdict
+    assert back.metric("nope") is None
 
 
 @pytest.mark.parametrize("value", [np.float32(1.5), torch.tensor(1.5), 3, True])

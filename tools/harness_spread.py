@@ -62,11 +62,12 @@ def false_regressions(reports: list[dict]) -> tuple[int, int, dict[str, int]]:
         # The same verdicts as --hpml-compare, through the plugin's stable entry point.
         for record in compare_results(_records(old), _records(new)):
             for m in record.metrics:
-                if not m.better or not m.compared:
+                if not m.better or not m.compared or m.verdict is None:
                     continue
-                verdicts[m.verdict] = verdicts.get(m.verdict, 0) + 1
+                outcome = m.verdict.outcome
+                verdicts[outcome] = verdicts.get(outcome, 0) + 1
                 comparisons += 1
-                regressed += m.verdict == "regressed"
+                regressed += outcome == "regressed"
     return regressed, comparisons, verdicts
 
 

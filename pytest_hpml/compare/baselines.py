@@ -19,7 +19,7 @@ import math
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +31,6 @@ SCHEMA = "pytest-hpml/baseline/2"
 OLD_SCHEMAS = ("pytest-hpml/baseline/1",)
 #: Runs of history kept per metric (the last ones); --hpml-baseline-runs changes it.
 DEFAULT_KEEP = 10
-#: Fields a comparison fills in; never stored.
-COMPARISON_FIELDS = ("baseline", "change", "verdict", "p_value", "mdc", "basis",
-                     "change_basis")
 
 try:  # POSIX file locks; elsewhere saves are atomic but not serialized
     import fcntl
@@ -174,21 +171,23 @@ def _file_mode(path: Path) -> int:
 
 
 def _merged_metric(new: Metric, old: dict[str, Any] | None, keep: int) -> dict[str, Any]:
-    data = new.to_dict()
-    for key in (*COMPARISON_FIELDS, "runs", "relative_runs"):
-        data.pop(key, None)
+    """The stored form of a measured metric: its latest value and samples with the history of
+    its runs; what a comparison made of it (the verdict) and the values of this run's fresh
+    processes (which join the history) are not stored as such."""
     # Every process of this run is one run of history: the spread between them is the noise
     # the next comparison weighs a change against.
     history = list(old.get("history") or [old["value"]]) if old else []
     fresh = [v for v in new.runs or [] if math.isfinite(v)]
-    data["history"] = (history + fresh + [new.value])[-keep:]
+    history = (history + fresh + [new.value])[-keep:]
+    relative_history = None
     if new.relative is not None:
         # Relative to the yardstick: only runs that timed it, so the series restarts when a
         # run did not.
         relative = list(old.get("relative_history") or []) if old else []
         fresh = [v for v in new.relative_runs or [] if math.isfinite(v)]
-        data["relative_history"] = (relative + fresh + [new.relative])[-keep:]
-    return data
+        relative_history = (relative + fresh + [new.relative])[-keep:]
+    return replace(new, verdict=None, runs=None, relative_runs=None, history=history,
+                   relative_history=relative_history).to_dict()
 
 
 def merge(existing: dict[str, dict[str, Any]], records: list[Record], keep: int = DEFAULT_KEEP,

@@ -23,13 +23,16 @@ A metric the baseline has and the run lacks is `missing`, and fails unless the r
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
+from pytest_hpml.compare import baselines
 from pytest_hpml.measure.stats import mann_whitney_u, median_uncertainty, t_quantile
-from pytest_hpml.results import Metric, Record
+from pytest_hpml.results import Metric, Record, Verdict
 
 DEFAULT_TOLERANCE = 0.10
 DEFAULT_ALPHA = 0.01
@@ -112,11 +115,11 @@ class Evidence:
     noise: Noise | None = None
 
 
-def _series(current: Metric, base: Metric, confirmations: list[float] | None) -> list[Evidence]:
+def _series(current: Metric, base: Metric) -> list[Evidence]:
     """The values as measured, and, when both runs timed the machine's yardstick, the values
     relative to it."""
     found = [Evidence("", list(base.history or [base.value]),
-                      [current.value, *(current.runs or []), *(confirmations or [])])]
+                      [current.value, *(current.runs or [])])]
     base_relative = base.relative_history or ([base.relative] if base.relative else None)
     if current.relative is not None and base_relative:
         found.append(Evidence("relative to the machine's yardstick", list(base_relative),
@@ -133,173 +136,170 @@ def _weigh(e: Evidence, current: Metric, base: Metric, tol: float, alpha: float)
     return e
 
 
+def reference_value(base: Metric) -> float:
+    """The stored value a change is measured from: the median of the stored runs (the latest
+    run alone where the baseline kept no history)."""
+    finite = [v for v in base.history or [] if math.isfinite(v)]
+    return statistics.median(finite) if finite else base.value
+
+
 def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFAULT_TOLERANCE,
-                   alpha: float = DEFAULT_ALPHA, confirmations: list[float] | None = None,
-                   can_confirm: int = 0) -> Metric:
-    """Fill current.baseline / change / verdict / mdc / basis (and p_value when a rank test was
-    run). `confirmations` are further values of the metric from fresh processes (beside
-    current.runs); with can_confirm (the fresh processes a confirmation would add), a worse
+                   alpha: float = DEFAULT_ALPHA, can_confirm: int = 0) -> Verdict | None:
+    """The verdict of a measured metric against its stored counterpart (None for a metric that
+    is not compared: a check, a reference, a setting). The values of fresh processes travel in
+    current.runs. With can_confirm (the fresh processes a confirmation would add), a worse
     change beyond the tolerance comes back `suspect`, to be measured again before it is final,
     unless the noise already known says no such confirmation could make it a regression."""
     if not current.compared:
-        return current
+        return None
     if base is None:
-        current.verdict = "new"
-        return current
+        return Verdict("new")
     exact = current.exact or base.exact
     tol = current.tolerance if current.tolerance is not None else 0.0 if exact else tolerance
-    current.baseline = base.value
-    if exact and math.isfinite(current.value):
-        return _judge_exactly(current, base, tol)
     if not math.isfinite(current.value):
         # A number was recorded before and now there is none: the run is broken, whatever
         # the metric's direction.
-        current.verdict = "regressed"
-        current.basis = f"the value is {current.value}, not a number as in the baseline"
-        return current
+        return Verdict("regressed", baseline=base.value,
+                       basis=f"the value is {current.value}, not a number as in the baseline")
+    if exact:
+        return _judge_exactly(current, base, tol)
     # The series whose noise lets the smallest change through: relative to the yardstick where
     # the machine's drift moved the code with it, as measured where it did not (a sleep, a GPU).
-    series = [_weigh(e, current, base, tol, alpha) for e in _series(current, base, confirmations)]
+    series = [_weigh(e, current, base, tol, alpha) for e in _series(current, base)]
     e = min((x for x in series if x.noise is not None), key=lambda x: x.mdc, default=None)
     if e is None:  # an old baseline that stored NaN: nothing to compare with
-        current.verdict = "ambiguous"
-        return current
-    change, mdc, n = e.change, e.mdc, e.noise
-    current.change, current.mdc = change, mdc
-    current.change_basis = "yardstick" if e.label else None
-    evidence = n.describe(len(e.now), len(e.history))
+        return Verdict("ambiguous", baseline=base.value,
+                       basis="the baseline holds no number to compare with")
+    judged = partial(Verdict, baseline=reference_value(base), change=e.change, mdc=e.mdc,
+                     relative=bool(e.label))
+    evidence = e.noise.describe(len(e.now), len(e.history))
     if e.label:
         evidence += f"; {e.label} (as measured: {series[0].change:+.1%})"
-    if abs(change) <= tol:
-        current.verdict = "unchanged"
-        current.basis = f"within the {_pct(tol)} tolerance; {evidence}"
-        return current
+    if abs(e.change) <= tol:
+        return judged("unchanged", basis=f"within the {_pct(tol)} tolerance; {evidence}")
     if current.better is None:
         # A change with no good direction (a count, a size): shown, never a regression.
-        current.verdict = "ambiguous"
-        current.basis = "no better direction: shown, never judged"
-        return current
-    worse = change > 0 if current.better == "lower" else change < 0
-    caught = abs(change) > mdc
-    if n.between is None:
-        caught = caught and _rank_test_agrees(current, base, alpha)
-    measured_again = len(e.now) > 1
+        return judged("ambiguous", basis="no better direction: shown, never judged")
+    worse = e.change > 0 if current.better == "lower" else e.change < 0
     if worse and can_confirm and (
-            measured_again or _confirmation_could_catch(e, n, can_confirm, tol, alpha)):
+            len(e.now) > 1 or _confirmation_could_catch(e, can_confirm, tol, alpha)):
         # Measured again in fresh processes before a regression is final (a CI failure must
         # mean it) unless the noise already known says no confirmation could make it one; all
         # of them while the fresh processes still show it (stopping at the first that agrees
         # would be a test repeated until it passes), none more once one dispels it.
-        current.verdict = SUSPECT
-        current.basis = f"{change:+.1%} in {len(e.now)} process(es) so far; {evidence}"
-        return current
+        return judged(SUSPECT, basis=f"{e.change:+.1%} in {len(e.now)} process(es) so far; "
+                                     f"{evidence}")
+    p_value = None
+    caught = abs(e.change) > e.mdc
+    if e.noise.between is None and caught:
+        p_value = _rank_test(current, base)
+        caught = p_value is None or p_value < alpha
     if not caught:
-        current.verdict = "ambiguous"
-        current.basis = (f"{change:+.1%} cannot be told from this machine's noise: a change "
-                         f"beyond {_pct(mdc)} is needed to be caught ({evidence})")
-        return current
-    current.verdict = "regressed" if worse else "improved"
+        return judged("ambiguous", p_value=p_value,
+                      basis=f"{e.change:+.1%} cannot be told from this machine's noise: a "
+                            f"change beyond {_pct(e.mdc)} is needed to be caught ({evidence})")
     reference = statistics.median(e.history)
     shown = ", ".join(f"{relative_change(reference, v):+.1%}" for v in e.now)
-    current.basis = (f"{change:+.1%} beyond the {_pct(mdc)} this machine can detect; "
-                     f"{len(e.now)} process(es): {shown}; {evidence}")
-    return current
+    return judged("regressed" if worse else "improved", p_value=p_value,
+                  basis=f"{e.change:+.1%} beyond the {_pct(e.mdc)} this machine can detect; "
+                        f"{len(e.now)} process(es): {shown}; {evidence}")
 
 
-def _judge_exactly(current: Metric, base: Metric, tol: float) -> Metric:
+def _judge_exactly(current: Metric, base: Metric, tol: float) -> Verdict:
     """An exact figure against the stored one: no noise, so any change beyond the tolerance is
     a change, and measuring again would give the same figure."""
     change = relative_change(base.value, current.value)
-    current.change, current.mdc = change, tol
+    judged = partial(Verdict, baseline=base.value, change=change, mdc=tol)
     shown = f"{base.value:.6g} -> {current.value:.6g} {current.unit}".rstrip()
     if abs(change) <= tol:
-        current.verdict = "unchanged"
-        current.basis = f"exact figure: {shown}" + (f", within the {_pct(tol)} tolerance"
-                                                     if change else "")
-    elif current.better is None:
-        current.verdict = "ambiguous"
-        current.basis = f"exact figure changed: {shown}; no better direction: shown, not judged"
-    else:
-        worse = change > 0 if current.better == "lower" else change < 0
-        current.verdict = "regressed" if worse else "improved"
-        current.basis = f"exact figure changed: {shown} ({change:+.1%})"
-    return current
+        return judged("unchanged", basis=f"exact figure: {shown}"
+                      + (f", within the {_pct(tol)} tolerance" if change else ""))
+    if current.better is None:
+        return judged("ambiguous", basis=f"exact figure changed: {shown}; no better "
+                                         "direction: shown, not judged")
+    worse = change > 0 if current.better == "lower" else change < 0
+    return judged("regressed" if worse else "improved",
+                  basis=f"exact figure changed: {shown} ({change:+.1%})")
 
 
-def _confirmation_could_catch(e: Evidence, n: Noise, extra: int, tol: float,
-                              alpha: float) -> bool:
+def _confirmation_could_catch(e: Evidence, extra: int, tol: float, alpha: float) -> bool:
     """Whether `extra` more processes, as noisy as those seen so far, could bring the detectable
     change below this change: if not, running them would only cost time."""
-    if n.between is None:
+    n = e.noise
+    if n is None or n.between is None:
         return True  # the spread between processes is unknown until they run
     more = Noise(n.between, n.dof + extra, n.within)
     return abs(e.change) > minimum_detectable_change(more, len(e.now) + extra, len(e.history),
                                                      tol, alpha)
 
 
-def _rank_test_agrees(current: Metric, base: Metric, alpha: float) -> bool:
-    """With one process on each side, the rank test of their samples, where there are enough:
-    it cannot see process-to-process noise, so it only ever holds a verdict back."""
+def _rank_test(current: Metric, base: Metric) -> float | None:
+    """With one process on each side, the p-value of the rank test of their samples, where
+    there are enough (None otherwise): it cannot see process-to-process noise, so it only
+    ever holds a verdict back."""
     if not (current.samples and base.samples and len(current.samples) >= MIN_SAMPLES_FOR_TEST
             and len(base.samples) >= MIN_SAMPLES_FOR_TEST):
-        return True
-    _, p = mann_whitney_u(current.samples, base.samples)
-    current.p_value = p
-    return p < alpha
+        return None
+    return mann_whitney_u(current.samples, base.samples)[1]
 
 
 def follow_timings(record: Record) -> None:
     """Metrics derived from a timing take that timing's verdict (a bandwidth regresses exactly
-    when its time does): one decision per measurement, whatever is derived from it."""
+    when its time does): one decision per measurement, whatever is derived from it. The
+    derived metric keeps its own baseline and change."""
     for m in record.metrics:
         source = record.metric(m.derived_from) if m.derived_from else None
-        if source is None or source.verdict is None or m.verdict in (None, "new"):
+        if (source is None or source.verdict is None or m.verdict is None
+                or m.verdict.outcome == "new" or not math.isfinite(m.value)):
             continue
-        if not math.isfinite(m.value):
-            continue
-        m.verdict, m.mdc = source.verdict, source.mdc
-        m.p_value = source.p_value
-        m.basis = f"follows {source.name}: {source.basis}"
+        m.verdict = replace(source.verdict, baseline=m.verdict.baseline,
+                            change=m.verdict.change, relative=m.verdict.relative,
+                            basis=f"follows {source.name}: {source.verdict.basis}")
 
 
 def compare_record(record: Record, old: dict[str, Metric], tolerance: float = DEFAULT_TOLERANCE,
-                   alpha: float = DEFAULT_ALPHA,
-                   confirmations: dict[str, list[float]] | None = None,
-                   can_confirm: int = 0) -> list[Metric]:
+                   alpha: float = DEFAULT_ALPHA, can_confirm: int = 0) -> list[Metric]:
     """Verdicts for every metric of `record` against `old` (the baseline's metrics of the same
     row); returns a 'missing' metric for each baseline metric the row lacks."""
-    confirmations = confirmations or {}
     for metric in record.metrics:
-        compare_metric(metric, old.get(metric.name), tolerance, alpha,
-                       confirmations.get(metric.name), can_confirm)
+        metric.verdict = compare_metric(metric, old.get(metric.name), tolerance, alpha,
+                                        can_confirm)
     follow_timings(record)
     missing = []
     for name, base in old.items():
         if record.metric(name) is None and base.compared:
             missing.append(Metric(name=name, value=math.nan, unit=base.unit, better=base.better,
-                                  baseline=base.value, verdict="missing",
+                                  verdict=Verdict("missing", baseline=reference_value(base)),
                                   note=None if not record.may_miss(name) else "expected"))
     return missing
 
 
 def suspects(record: Record) -> list[str]:
-    return [m.name for m in record.metrics if m.verdict == SUSPECT]
+    return [m.name for m in record.metrics if outcome(m) == SUSPECT]
+
+
+def outcome(metric: Metric) -> str | None:
+    """The metric's verdict in one word, None where it has none."""
+    return metric.verdict.outcome if metric.verdict else None
 
 
 def failures(record: Record, tolerance: float = DEFAULT_TOLERANCE) -> list[str]:
     """One line per metric of a compared record that fails the comparison."""
     lines = []
     for m in record.metrics:
-        if m.verdict == "regressed" and not math.isfinite(m.value):
+        v = m.verdict
+        if v is None:
+            continue
+        if v.outcome == "regressed" and not math.isfinite(m.value):
             lines.append(f"{record.id} {m.name}: {m.value} where the baseline has "
-                         f"{m.baseline:.6g} {m.unit}".rstrip() + " (the run produced no number)")
-        elif m.verdict == "regressed":
+                         f"{v.baseline:.6g} {m.unit}".rstrip() + " (the run produced no number)")
+        elif v.outcome == "regressed":
             tol = m.tolerance if m.tolerance is not None else 0.0 if m.exact else tolerance
             lines.append(f"{record.id} {m.name}: "
-                         + f"{m.baseline:.6g} -> {m.value:.6g} {m.unit}".rstrip()
-                         + f" ({m.change:+.1%}, tolerance {tol:.0%}): {m.basis}")
-        elif m.verdict == "missing" and not record.may_miss(m.name):
-            was = f"{m.baseline:.6g} {m.unit}".strip()
+                         + f"{v.baseline:.6g} -> {m.value:.6g} {m.unit}".rstrip()
+                         + f" ({v.change:+.1%}, tolerance {tol:.0%}): {v.basis}")
+        elif v.outcome == "missing" and not record.may_miss(m.name):
+            was = f"{v.baseline:.6g} {m.unit}".strip()
             lines.append(f"{record.id} {m.name}: in the baseline ({was}) but "
                          "not recorded by this run; if that is expected (an out-of-memory "
                          "batch, a removed metric), call hpml.expect_missing(...) in the test")
@@ -309,10 +309,6 @@ def failures(record: Record, tolerance: float = DEFAULT_TOLERANCE) -> list[str]:
 def read_results(path: str | Path) -> list[Record]:
     """The records of a results file: a JSON report (--hpml-report=run.json) or a baseline
     file. A file that is neither is a ValueError naming it."""
-    import json
-
-    from pytest_hpml.compare import baselines
-
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -98,6 +98,16 @@ def _rank_failure(message: tuple, others: list[tuple]) -> DistributedError:
                             exception_type=exception_type)
 
 
+def _died_silently(rank: int, exitcode: int | None, echoes: list[str],
+                   detail: str = "") -> DistributedError:
+    """A rank that died without reporting a result is the cause; what its peers raised after
+    (connection errors, mostly) is its echo."""
+    return DistributedError(
+        f"rank {rank} died with exit code {exitcode} without reporting a result (killed by a "
+        "signal, out of memory, or os._exit?)" + ("; then " + "; ".join(echoes) if echoes else "")
+        + detail, rank=rank, others=echoes)
+
+
 def _first_failure(message: tuple, processes: list[Any], lifelines: list[Any],
                    finished: dict[int, Any], results: Any) -> DistributedError:
     """End every rank and build the error for the rank that failed first.
@@ -117,15 +127,11 @@ def _first_failure(message: tuple, processes: list[Any], lifelines: list[Any],
     silent = [rank for rank, lifeline in enumerate(lifelines) if lifeline in closed]
     if silent:
         processes[silent[0]].join(TERMINATE_GRACE)
-        exitcode = processes[silent[0]].exitcode
     _end_ranks(processes)
     if silent:
-        rank = silent[0]
-        return DistributedError(
-            f"rank {rank} died with exit code {exitcode} without reporting a result (killed by "
-            f"a signal, out of memory, or os._exit?); then rank {message[1]} raised "
-            f"{message[2]}\n\n--- traceback of rank {message[1]} ---\n{message[3]}",
-            rank=rank, others=[f"rank {message[1]}: {message[2]}"])
+        return _died_silently(silent[0], processes[silent[0]].exitcode,
+                              [f"rank {message[1]} raised {message[2]}"],
+                              f"\n\n--- traceback of rank {message[1]} ---\n{message[3]}")
     return _rank_failure(message, others)
 
 
@@ -153,6 +159,52 @@ def _run_under_torchrun(fn: Callable[..., Any], world_size: int, backend: str | 
             dist.destroy_process_group()
 
 
+def _gather(processes: list[Any], lifelines: list[Any], results: Any,
+            timeout: float) -> dict[int, Any]:
+    """Each rank's result by rank, once every rank reported; on the first failure, a hang or a
+    rank that died without a word, every rank is ended and the error raised."""
+    world_size = len(processes)
+    finished: dict[int, Any] = {}
+    deadline = time.monotonic() + timeout
+    while len(finished) < world_size:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            unfinished = [r for r in range(world_size) if r not in finished]
+            _end_ranks(processes)
+            raise DistributedTimeout(
+                f"distributed run timed out after {timeout:g} s; ranks {unfinished} of "
+                f"{world_size} had not finished (a hang: a collective that some rank never "
+                "joined?). Every rank was killed.", unfinished)
+        try:
+            message = results.get(timeout=min(POLL_INTERVAL, remaining))
+        except queue.Empty:
+            message = None
+        if message is not None:
+            if message[0] == "error":
+                raise _first_failure(message, processes, lifelines, finished, results)
+            finished[message[1]] = deserialize(message[2])
+            continue
+        for rank, process in enumerate(processes):
+            if rank in finished or process.is_alive():
+                continue
+            # Dead without a result: maybe its message is still in the pipe; give it a moment.
+            late = _drain(results, 0.5)
+            errors = [m for m in late if m[0] == "error"]
+            for m in late:
+                if m[0] != "error":
+                    finished[m[1]] = deserialize(m[2])
+            own_error = [m for m in errors if m[1] == rank]
+            if own_error or (errors and rank in finished):
+                first = own_error[0] if own_error else errors[0]
+                _end_ranks(processes)
+                raise _rank_failure(first, [m for m in errors if m is not first])
+            if rank not in finished:
+                _end_ranks(processes)
+                raise _died_silently(rank, process.exitcode,
+                                     [f"rank {m[1]} raised {m[2]}" for m in errors])
+    return finished
+
+
 def run_distributed(fn: Callable[..., Any], world_size: int, *args: Any,
                     backend: str | None = None, device: str | torch.device | None = None,
                     timeout: float = DEFAULT_TIMEOUT, **kwargs: Any) -> list[Any]:
@@ -178,7 +230,6 @@ def run_distributed(fn: Callable[..., Any], world_size: int, *args: Any,
     store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True,
                           timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
     processes, lifelines = [], []
-    finished: dict[int, Any] = {}
     try:
         for rank in range(world_size):
             lifeline, rank_end = context.Pipe(duplex=False)
@@ -196,48 +247,7 @@ def run_distributed(fn: Callable[..., Any], world_size: int, *args: Any,
             rank_end.close()  # only the rank holds it now: EOF here means the rank has exited
             processes.append(process)
             lifelines.append(lifeline)
-        deadline = time.monotonic() + timeout
-        while len(finished) < world_size:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                unfinished = [r for r in range(world_size) if r not in finished]
-                _end_ranks(processes)
-                raise DistributedTimeout(
-                    f"distributed run timed out after {timeout:g} s; ranks {unfinished} of "
-                    f"{world_size} had not finished (a hang: a collective that some rank never "
-                    "joined?). Every rank was killed.", unfinished)
-            try:
-                message = results.get(timeout=min(POLL_INTERVAL, remaining))
-            except queue.Empty:
-                message = None
-            if message is not None:
-                if message[0] == "error":
-                    raise _first_failure(message, processes, lifelines, finished, results)
-                finished[message[1]] = deserialize(message[2])
-                continue
-            for rank, process in enumerate(processes):
-                if rank in finished or process.is_alive():
-                    continue
-                # Dead without a result: maybe its message is still in the pipe; give it a moment.
-                late = _drain(results, 0.5)
-                errors = [m for m in late if m[0] == "error"]
-                for m in late:
-                    if m[0] != "error":
-                        finished[m[1]] = deserialize(m[2])
-                own_error = [m for m in errors if m[1] == rank]
-                if own_error or (errors and rank in finished):
-                    first = own_error[0] if own_error else errors[0]
-                    _end_ranks(processes)
-                    raise _rank_failure(first, [m for m in errors if m is not first])
-                if rank not in finished:
-                    # The silent death is the cause; peers' connection errors are its echo.
-                    _end_ranks(processes)
-                    echoes = [f"rank {m[1]}: {m[2]}" for m in errors]
-                    raise DistributedError(
-                        f"rank {rank} died with exit code {process.exitcode} without reporting a "
-                        "result (killed by a signal, out of memory, or os._exit?)"
-                        + ("; then " + "; ".join(echoes) if echoes else ""),
-                        rank=rank, others=echoes)
+        finished = _gather(processes, lifelines, results, timeout)
         # Every rank reported; let them exit on their own before anything is terminated.
         for process in processes:
             process.join(TERMINATE_GRACE)

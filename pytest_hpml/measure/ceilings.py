@@ -64,3 +64,15 @@ class Ceilings:
     def measured(self) -> dict[str, float]:
         """What this process has measured so far (labs record the ceilings they divide by)."""
         return dict(self._cache)
+
+
+_MEASURED: dict[tuple[str, str], Ceilings] = {}
+
+
+def ceilings_for(device: Any, profile: str) -> Ceilings:
+    """The device's measured ceilings, one set per device and profile per process, with a
+    clock of their own (never a test's clock, nor its cold-L2 setting)."""
+    key = (str(device), profile)
+    if key not in _MEASURED:
+        _MEASURED[key] = Ceilings(device, profile)
+    return _MEASURED[key]

@@ -23,6 +23,35 @@ MAX_TIME = {"quick": 0.5, "full": 3.0}
 MIN_SAMPLES_FLOOR = 3
 
 
+def _int_at_least(low: int) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+
+def _seconds(low_open: bool = True) -> Callable[[Any], bool]:
+    """A finite number above 0 (or at least 0): an infinite cap never ends a timing."""
+    return lambda v: (isinstance(v, (int, float)) and not isinstance(v, bool)
+                      and math.isfinite(v) and (v > 0 if low_open else v >= 0))
+
+
+def _flag(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+#: The rule of every field of the sampling policy and what to write instead: TimingConfig
+#: checks itself with them, and @pytest.mark.hpml checks its timing options with them.
+POLICY_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "min_samples": (_int_at_least(1), "an int >= 1, e.g. min_samples=5"),
+    "max_time": (_seconds(), "finite seconds > 0, e.g. max_time=2.0"),
+    "target_rse": (_seconds(), "a fraction > 0, e.g. target_rse=0.01"),
+    "warmup": (_int_at_least(1), "an int >= 1 (the first call is never a sample), e.g. "
+                                 "warmup=2"),
+    "cold_l2": (_flag, "True or False"),
+    "yardstick": (_flag, "True or False"),
+    "min_sample_time": (_seconds(low_open=False), "seconds >= 0, e.g. 20e-6"),
+    "max_samples": (_int_at_least(1), "an int >= 1, e.g. 100_000"),
+}
+
+
 @dataclass(frozen=True)
 class TimingConfig:
     """Sampling policy, in the spirit of nvbench: enough samples, stop when the mean is tight.
@@ -40,27 +69,10 @@ class TimingConfig:
     max_samples: int = 100_000
 
     def __post_init__(self) -> None:
-        for name in ("min_samples", "warmup", "max_samples"):
+        for name, (check, what) in POLICY_RULES.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be an int, got {value!r}")
-        for name in ("max_time", "target_rse", "min_sample_time"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{name} must be a number, got {value!r}")
-        for name in ("cold_l2", "yardstick"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.min_samples < 1:
-            raise ValueError(f"min_samples must be >= 1, got {self.min_samples}")
-        if self.warmup < 1:
-            # The first call is never a sample: it is where JIT and autotuning happen.
-            raise ValueError(f"warmup must be >= 1 (the first call is never a sample), "
-                             f"got {self.warmup}")
-        if not self.max_time > 0:
-            raise ValueError(f"max_time must be > 0 seconds, got {self.max_time}")
-        if not self.target_rse > 0:
-            raise ValueError(f"target_rse must be > 0, got {self.target_rse}")
+            if not check(value):
+                raise ValueError(f"{name} takes {what}, got {value!r}")
 
     @classmethod
     def for_profile(cls, profile: str, **overrides: Any) -> TimingConfig:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +13,23 @@ from pytest_hpml.report.tables import build_tables, render
 from pytest_hpml.results import Record, json_safe
 
 REPORT_SUFFIXES = (".md", ".json", ".csv")
+
+
+@dataclass
+class Output:
+    """A file (or a folder of charts) written at the end of a run: `write` writes it and
+    returns the paths it wrote; `label` names it when it cannot be written."""
+
+    label: str
+    path: Path
+    write: Callable[[], list[Path]]
 CSV_COLUMNS = ["experiment", "id", "params", "metric", "kind", "value", "unit", "better", "iqr",
                "n_samples", "baseline", "change", "verdict", "detectable", "basis", "source",
                "note"]
 
 
-def _number(value: float | None) -> str:
+def _csv_number(value: float | None) -> str:
+    """Every digit (repr), so a CSV reader gets the value itself, not a rounded one."""
     return "" if value is None else repr(value)
 
 
@@ -45,9 +58,11 @@ def write_report(path: Path, records: list[Record], fingerprint: dict[str, Any],
             for r in records:
                 params = ";".join(f"{k}={v}" for k, v in r.params.items())
                 for m in r.metrics:
+                    v = m.verdict
                     writer.writerow([r.experiment, r.id, params, m.name, m.kind, repr(m.value),
-                                     m.unit, m.better or "", _number(m.iqr),
-                                     len(m.samples) if m.samples else "", _number(m.baseline),
-                                     _number(m.change), m.verdict or "", _number(m.mdc),
-                                     m.basis or "", m.source or "", m.note or ""])
+                                     m.unit, m.better or "", _csv_number(m.iqr),
+                                     len(m.samples) if m.samples else "",
+                                     _csv_number(v and v.baseline), _csv_number(v and v.change),
+                                     v.outcome if v else "", _csv_number(v and v.mdc),
+                                     (v and v.basis) or "", m.source or "", m.note or ""])
     return path

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pytest_hpml.report.tables import _unique, group_by_experiment
 from pytest_hpml.results import Record
+
+#: Said once in a run that asks for charts without matplotlib.
+NO_MATPLOTLIB = ("--hpml-plots: matplotlib is not installed, so no charts are drawn "
+                 "(pip install 'pytest-hpml[plots]').")
 
 
 def matplotlib_available() -> bool:
@@ -16,6 +21,20 @@ def matplotlib_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def plot_path(directory: str | Path | None, filename: str,
+              say: Callable[[str], None] | None = None) -> Path | None:
+    """Where a test writes a chart of its own in the --hpml-plots folder; None without the
+    folder, or without matplotlib (said through `say`)."""
+    if not directory:
+        return None
+    if not matplotlib_available():
+        if say:
+            say(NO_MATPLOTLIB)
+        return None
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    return Path(directory) / filename
 
 
 def _pyplot():

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_hpml.report.units import _number, format_number, scale_for
+from pytest_hpml.report.units import format_number, format_scaled, scale_for
 from pytest_hpml.results import Metric, Record
 
 
@@ -53,14 +53,7 @@ def _column_scale(unit: str, values: list[float]) -> tuple[float, str]:
 
 
 def _cell(metric: Metric | None, factor: float) -> str:
-    if metric is None:
-        return ""
-    if not math.isfinite(metric.value):
-        return str(metric.value)
-    text = format_number(metric.value / factor, metric.unit)
-    if metric.iqr is not None and math.isfinite(metric.iqr):
-        text += f" ± {_number(metric.iqr / factor)}"
-    return text
+    return "" if metric is None else format_scaled(metric.value, metric.unit, factor, metric.iqr)
 
 
 def _header(name: str, unit: str) -> str:
@@ -68,7 +61,8 @@ def _header(name: str, unit: str) -> str:
 
 
 def _metric_columns(records: list[Record], names: list[str] | None = None) -> list[tuple[str, str]]:
-    found = _unique(m.name for r in records for m in r.metrics if m.verdict != "missing")
+    found = _unique(m.name for r in records for m in r.metrics
+                    if not (m.verdict and m.verdict.outcome == "missing"))
     if names:
         found = [n for n in names if n in found]
     units = {}
@@ -140,21 +134,22 @@ def comparison_table(records: list[Record]) -> Table | None:
     rows = []
     for r in sorted(records, key=lambda r: _sortable(r.order)):
         for m in r.metrics:
-            if m.verdict is None or not m.compared:
+            v = m.verdict
+            if v is None or not m.compared:
                 continue
-            factor, shown = scale_for(m.unit, m.baseline if m.baseline is not None else m.value)
+            factor, shown = scale_for(m.unit, v.baseline if v.baseline is not None else m.value)
             rows.append([
                 r.experiment.rsplit("::", 1)[-1],
-                ", ".join(f"{k}={v}" for k, v in r.params.items()),
+                ", ".join(f"{k}={val}" for k, val in r.params.items()),
                 m.name,
-                "" if m.baseline is None
-                else f"{format_number(m.baseline / factor, m.unit)} {shown}".strip(),
-                "" if m.verdict == "missing"
+                "" if v.baseline is None
+                else f"{format_number(v.baseline / factor, m.unit)} {shown}".strip(),
+                "" if v.outcome == "missing"
                 else f"{format_number(m.value / factor, m.unit)} {shown}".strip(),
-                "" if m.change is None
-                else f"{m.change:+.1%}{YARDSTICK_MARK if m.change_basis == 'yardstick' else ''}",
-                m.verdict,
-                "" if m.mdc is None else f"±{m.mdc:.1%}",
+                "" if v.change is None
+                else f"{v.change:+.1%}{YARDSTICK_MARK if v.relative else ''}",
+                v.outcome,
+                "" if v.mdc is None else f"±{v.mdc:.1%}",
             ])
     if not rows:
         return None

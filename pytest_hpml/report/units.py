@@ -35,10 +35,18 @@ def format_value(value: float, unit: str, spread: float | None = None) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return f"{value} {unit}".strip()
     factor, shown = scale_for(unit, value)
+    return f"{format_scaled(value, unit, factor, spread)} {shown}".strip()
+
+
+def format_scaled(value: float, unit: str, factor: float, spread: float | None = None) -> str:
+    """The number of a cell whose unit (value's unit scaled by `factor`) is printed elsewhere,
+    a column header: '1.23', or '1.23 ± 0.04' with a spread (an IQR)."""
+    if not math.isfinite(value):
+        return str(value)
     text = format_number(value / factor, unit)
     if spread is not None and math.isfinite(spread):
-        text += f" ± {_number(spread / factor)}"
-    return f"{text} {shown}".strip()
+        text += f" ± {four_digits(spread / factor)}"
+    return text
 
 
 def format_number(x: float, unit: str = "") -> str:
@@ -47,10 +55,10 @@ def format_number(x: float, unit: str = "") -> str:
     keeps one format."""
     if unit != "s" and math.isfinite(x) and float(x).is_integer() and abs(x) < 1e15:
         return f"{int(x):,}"
-    return _number(x)
+    return four_digits(x)
 
 
-def _number(x: float) -> str:
+def four_digits(x: float) -> str:
     """Four significant digits, fixed-point in the readable range, scientific outside it."""
     if x == 0:
         return "0"

@@ -1,0 +1,33 @@
+"""The plugin's own hooks: how its modules hand work to each other in a run, declared instead
+of resting on the order in which pytest happens to call their wrappers (pytest-xdist declares
+its hooks the same way).
+
+    recording   makes each test's records and calls pytest_hpml_judge before it puts them on
+                the test's report; comparing judges them (verdicts, a failing comparison)
+    reporting   asks pytest_hpml_outputs for the files to write at the end; it writes its
+                report and exports, comparing the baseline, each on its own
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_hpml.report.files import Output
+    from pytest_hpml.results import Record
+
+
+@pytest.hookspec
+def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
+                      records: list[Record]) -> None:
+    """Judge the records a test made, once its call report is made and before the records are
+    put on it: fill each measured metric's verdict, and fail the report where the comparison
+    fails. Controller and xdist workers alike."""
+
+
+@pytest.hookspec
+def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
+    """The files this plugin module writes at the end of the run (controller only), each
+    written on its own: one that fails does not keep the others from being written."""

@@ -1,0 +1,301 @@
+"""The recording API: a Recorder times, records and checks one row of an experiment; every
+Recorder of a test shares its frozen context (device, size profile, timing policy, tolerance).
+The `hpml` fixture (pytest_hpml.fixture) holds the Recorder of the test's own row and makes
+further rows.
+
+Importing this module imports no torch: plain tests in a repository that installs the plugin
+stay fast. torch is imported by the methods that need it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_hpml.measure.clocks import ClockKind, clock_for
+from pytest_hpml.measure.stats import summarize
+from pytest_hpml.measure.timing import Timing, TimingConfig, measure
+from pytest_hpml.results import Better, Metric, Record
+
+if TYPE_CHECKING:
+    from pytest_hpml.measure.ceilings import Ceilings
+    from pytest_hpml.measure.utilization import UtilizationSampler
+
+
+@dataclass(frozen=True)
+class HpmlContext:
+    """What every Recorder of a test knows of it, fixed when the test starts."""
+
+    device: str = "cpu"  # "cpu" or "cuda": the case of the test's `device` parameter
+    profile: str = "quick"  # the run's size profile
+    timing: TimingConfig = TimingConfig()  # the test's sampling policy
+    tolerance: float | None = None  # @pytest.mark.hpml(tolerance=...); None: the run's
+    interpreted: bool = False  # Triton kernels run in its interpreter (no GPU)
+
+    @property
+    def ceilings(self) -> Ceilings:
+        """This device's measured copy bandwidth and matmul FLOP/s, once per process."""
+        import torch
+
+        from pytest_hpml.measure.ceilings import ceilings_for
+
+        return ceilings_for(torch.device(self.device), self.profile)
+
+
+class OutOfMemory:
+    """What `catch_out_of_memory` saw: `happened` and the allocator's first line."""
+
+    happened: bool = False
+    message: str = ""
+
+
+class Recorder:
+    """The recording API of one row; the test's own row and extra rows share it."""
+
+    def __init__(self, context: HpmlContext, record: Record) -> None:
+        self.context = context
+        self._record = record
+
+    # -- rows and columns ------------------------------------------------------------------------
+    def param(self, **columns: Any) -> None:
+        """Extra parameter columns for this row (for example data="synthetic-MNIST")."""
+        self._record.params.update(columns)
+
+    def metric(self, name: str) -> Metric | None:
+        """The metric recorded under `name` in this row, if any."""
+        return self._record.metric(name)
+
+    def annotate(self, name: str, note: str) -> Metric:
+        """Add a note to a metric already recorded (shown under the table)."""
+        metric = self._record.metric(name)
+        if metric is None:
+            raise KeyError(f"no metric {name!r} recorded in this row; recorded: "
+                           f"{[m.name for m in self._record.metrics]}")
+        metric.note = f"{metric.note}; {note}" if metric.note else note
+        return metric
+
+    def expect_missing(self, *names: str) -> None:
+        """Baseline metrics this row may lack without failing --hpml-compare ("*": any)."""
+        self._record.expected_missing.extend(names or ("*",))
+
+    # -- measured figures ------------------------------------------------------------------------
+    def record(self, name: str, value: float, unit: str = "", better: Better = None, *,
+               tolerance: float | None = None, samples: list[float] | None = None,
+               note: str | None = None, timing: Timing | None = None,
+               exact: bool = False) -> Metric:
+        """A measured metric; `value` in SI base units (s, B, B/s, FLOP/s).
+
+        With `exact=True` the figure is the same in every run of the same code (a count, a
+        compile-time resource, a yes/no finding): a comparison judges any change beyond its
+        tolerance (0 unless given) as a change, with no noise model and no confirmation run.
+
+        With `timing=`, the metric is derived from that timing (a bandwidth, a throughput) and
+        is judged with its evidence: per-sample values scale with the time (lower is better)
+        or with its inverse (higher is better), and its verdict follows the timing's.
+        """
+        if tolerance is None:
+            tolerance = self.context.tolerance
+        derived_from = None
+        if timing is not None:
+            if better is None:
+                raise ValueError(f"metric {name!r}: a metric derived from a timing needs "
+                                 "better='lower' (proportional to time) or 'higher' (a rate)")
+            samples = _scaled_samples(value, timing, better)
+            derived_from = timing.recorded_as
+        metric = Metric(name=name, value=value, unit=unit, better=better, tolerance=tolerance,
+                        samples=samples, note=note, derived_from=derived_from, exact=exact,
+                        yardstick=timing.yardstick if timing is not None else None)
+        if samples:
+            metric.iqr = summarize(samples).iqr  # printed as "value ± IQR"
+        return self._record.add(metric)
+
+    def time(self, fn: Callable[..., Any], *args: Any, name: str = "time",
+             clock: ClockKind = "device", **kwargs: Any) -> Timing:
+        """Time fn(*args, **kwargs) and record `name` (s, lower is better). The Timing holds
+        fn's last result. clock="device": CUDA events on a CUDA test, the wall clock on a CPU
+        test; clock="host": the wall clock, for calls that end synchronized with the device
+        (a whole program, a host-side loop)."""
+        config = self.context.timing
+        timer = clock_for(self.context.device, clock, cold_l2=config.cold_l2)
+        if config.yardstick and self.context.device == "cpu":
+            from pytest_hpml.measure.yardstick import YardstickClock
+
+            timer = YardstickClock(timer)
+        timing = measure(fn, args, kwargs, config=config, clock=timer)
+        timing.recorded_as = name
+        metric = self.record(name, timing.median, unit="s", better="lower",
+                             samples=list(timing.samples))
+        metric.yardstick = timing.yardstick
+        for warning in timing.warnings:
+            self._record.warnings.append(f"{name}: {warning}")
+        return timing
+
+    def record_timing(self, name: str, samples: list[float], unit: str = "s") -> Timing:
+        """A time measured elsewhere (per-step times from the ranks of a distributed run, a
+        training loop's epochs) recorded as `name`, lower is better, each sample a sample; the
+        Timing returned serves figures derived from it (timing=)."""
+        if not samples:
+            raise ValueError(f"metric {name!r}: record_timing needs at least one sample")
+        timing = Timing(samples=list(samples), recorded_as=name)
+        self.record(name, timing.median, unit=unit, better="lower", samples=list(samples))
+        return timing
+
+    def record_bandwidth(self, name: str, bytes_per_call: float, timing: Timing) -> Metric:
+        """Bytes moved per call over the median time: B/s, higher is better."""
+        return self.record(name, bytes_per_call / timing.median, unit="B/s", better="higher",
+                           timing=timing)
+
+    def record_flops(self, name: str, flops_per_call: float, timing: Timing,
+                     unit: str = "FLOP/s") -> Metric:
+        """Operations per call over the median time (FLOP/s, or OP/s for integer math)."""
+        return self.record(name, flops_per_call / timing.median, unit=unit, better="higher",
+                           timing=timing)
+
+    # -- figures that are not measurements -------------------------------------------------------
+    def reference(self, name: str, value: float, unit: str = "", *, source: str,
+                  note: str | None = None) -> Metric:
+        """A published figure (paper, datasheet) shown beside the measured ones, labelled with
+        its source; never stored in baselines nor exported."""
+        return self._record.add(Metric(name=name, value=value, unit=unit, kind="reference",
+                                       source=source, note=note))
+
+    def setting(self, name: str, value: float, unit: str = "", *,
+                note: str | None = None) -> Metric:
+        """A constant of the experiment (a size, a ceiling it divides by): shown, not compared."""
+        return self._record.add(Metric(name=name, value=value, unit=unit, kind="setting",
+                                       note=note))
+
+    # -- correctness -----------------------------------------------------------------------------
+    def check(self, name: str, value: float, *, at_most: float | None = None,
+              at_least: float | None = None, unit: str = "", note: str | None = None) -> Metric:
+        """A correctness figure held to a bound: recorded, and the test fails outside it."""
+        if (at_most is None) == (at_least is None):
+            raise ValueError(f"check {name!r}: give exactly one of at_most= or at_least=")
+        better: Better = "lower" if at_most is not None else "higher"
+        limit = at_most if at_most is not None else at_least
+        metric = self._record.add(Metric(name=name, value=value, unit=unit, better=better,
+                                         kind="check", limit=limit, note=note))
+        ok = metric.value <= limit if at_most is not None else metric.value >= limit
+        if not ok:  # NaN fails both comparisons
+            bound = f"<= {at_most:g}" if at_most is not None else f">= {at_least:g}"
+            pytest.fail(f"{name} = {metric.value:.6g} {unit}".rstrip()
+                        + f", must be {bound}", pytrace=False)
+        return metric
+
+    def check_close(self, actual: Any, expected: Any, rtol: float | None = None,
+                    atol: float | None = None, name: str = "max_rel_error") -> float:
+        """Fail with where, how large and how many when out of tolerance; NaN/Inf never pass."""
+        from pytest_hpml.measure import tolerances
+
+        result = tolerances.compare(actual, expected, rtol=rtol, atol=atol)
+        self._record.add(Metric(name=name, value=result.max_rel_error, better="lower",
+                                kind="check"))
+        if result.message:
+            pytest.fail(f"{name}: {result.message}", pytrace=False)
+        return result.max_rel_error
+
+    @contextlib.contextmanager
+    def catch_out_of_memory(self) -> Iterator[OutOfMemory]:
+        """Run a block whose out-of-memory error is a finding, not a crash.
+
+        Records fits_in_memory (1 or 0, higher is better, judged exactly), so a later run in
+        which this row no longer fits regresses from it; on out-of-memory the row's other
+        metrics may be missing (a comparison then does not fail on them), the memory the block
+        held is freed, and the test goes on after the block.
+        """
+        found = OutOfMemory()
+        try:
+            yield found
+        except Exception as exc:  # noqa: BLE001 - only out-of-memory errors are swallowed
+            if not is_out_of_memory(exc):
+                raise
+            found.happened = True
+            found.message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if found.happened:
+            # Outside the except block: the traceback no longer holds the block's frames, so
+            # their tensors can be freed before the next batch size runs.
+            _free_device_memory()
+            self.param(status="out of memory")
+            self.expect_missing("*")
+        self.record("fits_in_memory", 0.0 if found.happened else 1.0, better="higher",
+                    exact=True, note=found.message or None)
+
+
+    @contextlib.contextmanager
+    def sample_utilization(self, interval: float = 0.5) -> Iterator[UtilizationSampler]:
+        """Sample device utilization in the background while the block runs.
+
+        On a CUDA test: GPU core and memory utilization (%), memory used (B) and SM clock (Hz)
+        through nvidia-ml-py, and this process tree's CPU utilization (% of all cores); on a
+        CPU test the CPU utilization only. When the block ends (exceptions included) the
+        sampler stops and each series is recorded as a metric: its mean, with the series as
+        samples (chart it with @pytest.mark.hpml_plot(..., kind="timeseries", y=[...])), and
+        the interval as the setting sample_interval.
+        """
+        from pytest_hpml.measure.utilization import NvmlSource, ProcessCpuSource, UtilizationSampler
+
+        sources: list[Any] = [ProcessCpuSource()]
+        if self.context.device == "cuda":  # pragma: no cover - needs a GPU
+            import torch
+
+            nvml = NvmlSource.for_device(torch.device("cuda"))
+            if nvml is None:
+                self._record.warnings.append("utilization: nvidia-ml-py is not installed (or "
+                                             "NVML did not start): GPU utilization not sampled")
+            else:
+                sources.insert(0, nvml)
+        sampler = UtilizationSampler(sources, interval)
+        try:
+            with sampler:
+                yield sampler
+        finally:
+            self.setting("sample_interval", interval, unit="s")
+            for name, values in sampler.values.items():
+                if values:
+                    self.record(name, sampler.mean(name), unit=sampler.units[name],
+                                samples=list(values))
+            for error in sampler.errors:
+                self._record.warnings.append(f"utilization: {error}")
+
+
+def _scaled_samples(value: float, timing: Timing, better: Better) -> list[float]:
+    """Per-sample values of a metric derived from a timing's median: proportional to each
+    sample's time (lower is better) or to its inverse (a rate, higher is better)."""
+    median = timing.median
+    if better == "lower":
+        return [value * t / median for t in timing.samples] if median > 0 else []
+    return [value * median / t for t in timing.samples if t > 0]
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether an exception is an allocator's out-of-memory error: torch's (CUDA), Python's
+    MemoryError, or a failed CPU allocation (a RuntimeError in the allocator's words)."""
+    if isinstance(exc, MemoryError):
+        return True
+    try:
+        import torch
+
+        if isinstance(exc, torch.OutOfMemoryError):
+            return True
+    except (ImportError, AttributeError):
+        pass
+    # CPU allocations that fail surface as RuntimeError with the allocator's words.
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("out of memory" in text.lower()
+                                              or "DefaultCPUAllocator: can't allocate" in text)
+
+
+def _free_device_memory() -> None:
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_initialized():  # pragma: no cover - GPU only
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
