@@ -18,7 +18,7 @@ from pytest_hpml.policy import positive
 from pytest_hpml.report.files import Output
 from pytest_hpml.results import Record
 from pytest_hpml.selection import profile_of
-from pytest_hpml.session import HpmlRun, is_controller, run_of
+from pytest_hpml.session import HpmlRun, add_option, is_controller, run_of
 
 
 class Comparison:
@@ -36,6 +36,7 @@ class Comparison:
         self.processes: int = opt.hpml_baseline_processes
         self.tolerance: float = opt.hpml_tolerance
         self.alpha: float = opt.hpml_alpha
+        self.require: bool = opt.hpml_require_baseline
         self.directory = Path(opt.hpml_baselines or Path(config.rootpath, "baselines"))
         self.baseline: baselines.Baseline | None = None
 
@@ -74,6 +75,16 @@ class Comparison:
             if changes and self.compare:
                 self.run.say_once("--hpml-compare: software changed since the baseline: "
                                   + "; ".join(changes))
+        if found is None and self.compare and self.require:
+            others = sorted(p.name for p in self.directory.glob("*.json")) \
+                if self.directory.is_dir() else []
+            raise pytest.UsageError(
+                f"--hpml-require-baseline: no baseline of this machine ({self.machine}) and "
+                f"profile {self.profile!r} at {self.path}"
+                + (f"; the folder holds {', '.join(others)}" if others else
+                   "; the folder holds no baseline file")
+                + ". Save one on this machine with --hpml-save-baseline (on the base branch), or "
+                  "point --hpml-baselines at the folder that has it.")
         self.baseline = found
 
     def _compare(self, record: Record, can_confirm: int) -> None:
@@ -167,34 +178,39 @@ def fraction(text: str) -> float:
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
-    group.addoption("--hpml-compare", action="store_true",
-                    help="compare with this machine's baseline; fail tests whose metrics regressed")
-    group.addoption("--hpml-save-baseline", action="store_true",
-                    help="merge this run's results into this machine's baseline file")
-    group.addoption("--hpml-baselines", metavar="DIR", default=None,
-                    help="folder of baseline files (default: <rootdir>/baselines)")
-    group.addoption("--hpml-baseline-runs", type=positive(int), default=baselines.DEFAULT_KEEP,
-                    metavar="N", help="runs of history a baseline keeps per metric, so the "
-                    f"run-to-run spread is known ({baselines.DEFAULT_KEEP})")
-    group.addoption("--hpml-baseline-processes", type=positive(int),
-                    default=DEFAULT_BASELINE_PROCESSES, metavar="N",
-                    help="processes a save measures each test in (the run's own and N-1 fresh "
-                         "ones), so the first baseline already knows the spread between "
-                         f"processes ({DEFAULT_BASELINE_PROCESSES}; 1: the run alone)")
-    group.addoption("--hpml-reset-baseline", action="store_true",
-                    help="with --hpml-save-baseline: restart the history of the saved rows "
-                         "instead of appending to it (after a hardware or driver change)")
-    group.addoption("--hpml-tolerance", type=fraction, default=verdicts.DEFAULT_TOLERANCE,
-                    metavar="FRACTION", help="default relative change before a metric counts as "
-                    f"changed ({verdicts.DEFAULT_TOLERANCE})")
-    group.addoption("--hpml-alpha", type=fraction, default=verdicts.DEFAULT_ALPHA, metavar="P",
-                    help="significance level of a verdict: a change must be this unlikely "
-                         f"under the noise this machine has shown ({verdicts.DEFAULT_ALPHA})")
-    group.addoption("--hpml-confirm", type=int, default=DEFAULT_CONFIRMATIONS, metavar="N",
-                    help="fresh processes that measure a suspected regression again before it "
-                         f"fails the test ({DEFAULT_CONFIRMATIONS}; 0: decide from the run "
-                         "alone)")
+    add_option(parser, "--hpml-compare", action="store_true",
+               help="compare with this machine's baseline; fail tests whose metrics regressed")
+    add_option(parser, "--hpml-save-baseline", action="store_true",
+               help="merge this run's results into this machine's baseline file")
+    add_option(parser, "--hpml-baselines", pin=True, path=True, metavar="DIR",
+               help="folder of baseline files (default: <rootdir>/baselines)")
+    add_option(parser, "--hpml-baseline-runs", pin=True, type=positive(int),
+               default=baselines.DEFAULT_KEEP, metavar="N",
+               help="runs of history a baseline keeps per metric, so the run-to-run spread is "
+                    f"known ({baselines.DEFAULT_KEEP})")
+    add_option(parser, "--hpml-baseline-processes", pin=True, type=positive(int),
+               default=DEFAULT_BASELINE_PROCESSES, metavar="N",
+               help="processes a save measures each test in (the run's own and N-1 fresh "
+                    "ones), so the first baseline already knows the spread between "
+                    f"processes ({DEFAULT_BASELINE_PROCESSES}; 1: the run alone)")
+    add_option(parser, "--hpml-reset-baseline", action="store_true",
+               help="with --hpml-save-baseline: restart the history of the saved rows "
+                    "instead of appending to it (after a hardware or driver change)")
+    add_option(parser, "--hpml-tolerance", pin=True, type=fraction,
+               default=verdicts.DEFAULT_TOLERANCE, metavar="FRACTION",
+               help="default relative change before a metric counts as changed "
+                    f"({verdicts.DEFAULT_TOLERANCE})")
+    add_option(parser, "--hpml-alpha", pin=True, type=fraction, default=verdicts.DEFAULT_ALPHA,
+               metavar="P",
+               help="significance level of a verdict: a change must be this unlikely under "
+                    f"the noise this machine has shown ({verdicts.DEFAULT_ALPHA})")
+    add_option(parser, "--hpml-confirm", pin=True, type=int, default=DEFAULT_CONFIRMATIONS,
+               metavar="N",
+               help="fresh processes that measure a suspected regression again before it "
+                    f"fails the test ({DEFAULT_CONFIRMATIONS}; 0: decide from the run alone)")
+    add_option(parser, "--hpml-require-baseline", pin=True, action="store_true",
+               help="with --hpml-compare: stop before the tests when this machine and profile "
+                    "have no baseline (CI: a missing baseline must not pass as all 'new')")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpml.session import xdist_workers
+from pytest_hpml.session import add_option, xdist_workers
 
 MMAP_THRESHOLD = 64 * 2**20
 TRIM_THRESHOLD = 128 * 2**20
@@ -133,11 +133,10 @@ def _planned_workers(config: pytest.Config) -> int:
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
-    group.addoption("--hpml-env", choices=MODES, default="control",
-                    help="control (default): fixed malloc thresholds and intra-op threads that "
-                         "leave a core free, so CPU timings agree between processes; keep: "
-                         "leave the process environment as it is")
+    add_option(parser, "--hpml-env", pin=True, choices=MODES, default="control",
+               help="control (default): fixed malloc thresholds and intra-op threads that leave "
+                    "a core free, so CPU timings agree between processes; keep: leave the "
+                    "process environment as it is")
 
 
 ENV_KEY = pytest.StashKey[Environment]()

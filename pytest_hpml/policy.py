@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_hpml.measure.timing import POLICY_RULES, TimingConfig
+from pytest_hpml.session import add_option
 
 TIMING_OPTIONS = tuple(f.name for f in fields(TimingConfig)
                        if f.name not in ("min_sample_time", "max_samples"))
@@ -87,19 +88,18 @@ def positive(kind: type) -> Callable[[str], Any]:
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
     defaults = TimingConfig()
-    group.addoption("--hpml-max-time", type=positive(float), default=None, metavar="SECONDS",
-                    help="cap on the sampling time of one timing (default 3 s full, 0.5 s quick)")
-    group.addoption("--hpml-min-samples", type=positive(int), default=None, metavar="N",
-                    help=f"minimum samples per timing ({defaults.min_samples})")
-    group.addoption("--hpml-target-rse", type=positive(float), default=None, metavar="FRACTION",
-                    help="stop sampling at this relative standard error of the mean "
-                         f"({defaults.target_rse})")
-    group.addoption("--hpml-yardstick", choices=("on", "off"), default="on",
-                    help="on (default): CPU timings also time a fixed memory copy between their "
-                         "samples, and comparisons judge them relative to it (the machine's own "
-                         "speed drifts on shared runners); off: raw timings only")
+    add_option(parser, "--hpml-max-time", pin=True, type=positive(float), metavar="SECONDS",
+               help="cap on the sampling time of one timing (default 3 s full, 0.5 s quick)")
+    add_option(parser, "--hpml-min-samples", pin=True, type=positive(int), metavar="N",
+               help=f"minimum samples per timing ({defaults.min_samples})")
+    add_option(parser, "--hpml-target-rse", pin=True, type=positive(float), metavar="FRACTION",
+               help="stop sampling at this relative standard error of the mean "
+                    f"({defaults.target_rse})")
+    add_option(parser, "--hpml-yardstick", pin=True, choices=("on", "off"), default="on",
+               help="on (default): CPU timings also time a fixed memory copy between their "
+                    "samples, and comparisons judge them relative to it (the machine's own "
+                    "speed drifts on shared runners); off: raw timings only")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -18,7 +18,7 @@ from pytest_hpml.machine.fingerprint import fingerprint
 from pytest_hpml.report import exports, files, plots, tables
 from pytest_hpml.report.files import REPORT_SUFFIXES, Output
 from pytest_hpml.selection import profile_of
-from pytest_hpml.session import is_controller, run_of
+from pytest_hpml.session import add_option, is_controller, run_of
 
 #: Exit status of a run whose tests passed but whose outputs could not all be written.
 OUTPUTS_FAILED = 6
@@ -92,17 +92,16 @@ def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
-    group.addoption("--hpml-report", nargs="?", const="", default=None, type=report_path,
-                    metavar="PATH", help="print one table per experiment at the end; with "
-                    "=PATH also write it as Markdown, JSON or CSV (by extension)")
-    group.addoption("--hpml-export-benchmark-action", metavar="PATH", default=None,
-                    help="write github-action-benchmark custom JSON (PATH: smaller is better; "
-                         "PATH-bigger.json: bigger is better)")
-    group.addoption("--hpml-export-bencher", metavar="PATH", default=None,
-                    help="write Bencher Metric Format JSON")
-    group.addoption("--hpml-plots", metavar="DIR", default=None,
-                    help="write PNG charts to DIR (needs matplotlib)")
+    add_option(parser, "--hpml-report", nargs="?", const="", default=None, type=report_path,
+               metavar="PATH", help="print one table per experiment at the end; with =PATH "
+               "also write it as Markdown, JSON or CSV (by extension)")
+    add_option(parser, "--hpml-export-benchmark-action", metavar="PATH", default=None,
+               help="write github-action-benchmark custom JSON (PATH: smaller is better; "
+                    "PATH-bigger.json: bigger is better)")
+    add_option(parser, "--hpml-export-bencher", metavar="PATH", default=None,
+               help="write Bencher Metric Format JSON")
+    add_option(parser, "--hpml-plots", metavar="DIR", default=None,
+               help="write PNG charts to DIR (needs matplotlib)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_hpml.machine.gpus import visible_gpu_count
+from pytest_hpml.session import add_option
 
 PROFILES = ("quick", "full")
 PRECISIONS = ("fp64", "fp32", "fp16", "bf16", "int8")
@@ -102,10 +103,9 @@ def _already_parametrized(metafunc: pytest.Metafunc, name: str) -> bool:
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
-    group.addoption("--hpml-profile", choices=PROFILES, default=None,
-                    help="size profile: quick (small sizes, minutes on a CPU) or full (the "
-                         "experiments as published). Default: full with a GPU, else quick.")
+    add_option(parser, "--hpml-profile", pin=True, choices=PROFILES,
+               help="size profile: quick (small sizes, minutes on a CPU) or full (the "
+                    "experiments as published). Default: full with a GPU, else quick.")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -5,7 +5,12 @@ first). It imports no other module of the plugin."""
 
 from __future__ import annotations
 
+import argparse
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,3 +55,79 @@ def xdist_workers(config: pytest.Config) -> int:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_KEY] = HpmlRun(config)
+
+
+# -- options ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Pinned:
+    """An --hpml-* option a team pins in its configuration file: the ini key of the same name
+    (hpml_tolerance for --hpml-tolerance) is read when the command line does not give it."""
+
+    flag: str
+    dest: str
+    parse: Callable[[str], Any] | None
+    choices: tuple[str, ...] | None
+    default: Any
+    switch: bool  # a store_true flag: the ini value is a bool
+    path: bool  # a path: relative to the ini file's folder, as pytest reads its own paths
+
+
+#: Every pinnable option, by dest; filled as the modules declare their options.
+PINNED: dict[str, Pinned] = {}
+
+
+def add_option(parser: pytest.Parser, flag: str, *, pin: bool = False, path: bool = False,
+               **kwargs: Any) -> None:
+    """Declare an --hpml-* option in the plugin's group; with pin=True it can also be set in
+    the ini file ([pytest] or [tool.pytest.ini_options]: `hpml_tolerance = 0.2`), the command
+    line winning."""
+    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
+    if not pin:
+        group.addoption(flag, **kwargs)
+        return
+    dest = flag.lstrip("-").replace("-", "_")
+    default = kwargs.pop("default", None)
+    switch = kwargs.get("action") == "store_true"
+    group.addoption(flag, default=None, **kwargs)
+    parser.addini(dest, type="bool" if switch else "string", default=None,
+                  help=f"{kwargs.get('help', '')} (ini form of {flag}; the command line wins)")
+    choices = kwargs.get("choices")
+    PINNED[dest] = Pinned(flag, dest, kwargs.get("type"), tuple(choices) if choices else None,
+                          False if switch else default, switch, path)
+
+
+def _pinned_value(config: pytest.Config, pin: Pinned) -> Any:
+    """The ini file's value of a pinned option, parsed as its command-line form would be;
+    None where the ini file does not set it."""
+    raw = config.getini(pin.dest)
+    if raw is None or raw == "" or (pin.switch and raw is False):
+        return None
+    if pin.switch:
+        return bool(raw)
+    where = f"{pin.dest} = {raw} in {config.inipath or 'the ini file'}"
+    text = str(raw).strip()
+    if pin.choices and text not in pin.choices:
+        raise pytest.UsageError(f"{where}: choose from {', '.join(pin.choices)}")
+    try:
+        value = pin.parse(text) if pin.parse else text
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        raise pytest.UsageError(f"{where}: {exc}") from None
+    if pin.path and config.inipath is not None:
+        value = str(Path(config.inipath).parent / Path(value).expanduser())
+    return value
+
+
+def apply_pinned_options(config: pytest.Config) -> None:
+    """Options the command line left unset take the ini file's value, else their default."""
+    for pin in PINNED.values():
+        if getattr(config.option, pin.dest, None) is not None:
+            continue  # given on the command line
+        value = _pinned_value(config, pin)
+        setattr(config.option, pin.dest, pin.default if value is None else value)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # Before any plugin configures itself: every module reads config.option as set here.
+    apply_pinned_options(config)
