@@ -27,7 +27,7 @@ class Comparison:
     def __init__(self, config: pytest.Config, run: HpmlRun) -> None:
         opt = config.option
         self.run = run
-        self.profile = profile_of(config)
+        self.config = config
         self.compare: bool = opt.hpml_compare
         self.save: bool = opt.hpml_save_baseline
         self.keep: int = opt.hpml_baseline_runs
@@ -41,6 +41,10 @@ class Comparison:
         self.baseline: baselines.Baseline | None = None
 
     # The machine's identity asks torch about GPUs: only runs that compare or save pay for it.
+    @property
+    def profile(self) -> str:
+        return profile_of(self.config)
+
     @property
     def machine(self) -> str:
         return machine_key(fingerprint())

@@ -16,7 +16,7 @@ from collections.abc import Callable, MutableMapping
 import pytest
 
 from pytest_hpml.machine import gpus
-from pytest_hpml.session import add_option, xdist_workers
+from pytest_hpml.session import add_option, run_of, xdist_workers
 
 NO_CUDA_REASON = "needs a CUDA GPU: none was found on this machine"
 
@@ -117,12 +117,18 @@ def pytest_configure(config: pytest.Config) -> None:
         problem = missing_gpu()
         if problem:
             raise pytest.UsageError(f"--hpml-require-gpu: {problem}")
-    # Both must happen before CUDA or Triton kernels are touched by test modules.
-    pin_worker_to_gpu(worker)
-    enable_triton_interpreter_without_gpu()
+    # Both must happen before CUDA or Triton kernels are touched by test modules, and only in a
+    # run that uses the plugin (and Triton's interpreter only where --hpml-env allows changes).
+    def set_devices() -> None:
+        pin_worker_to_gpu(worker)
+        if config.option.hpml_env != "keep":
+            enable_triton_interpreter_without_gpu()
+    run_of(config).when_used(set_devices)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    if run_of(config).used_because is None:
+        return []  # a run that does not use the plugin pays for no GPU discovery
     found = gpus.discovery()
     lines = [f"hpml: GPUs: {found.count} found by {found.method}; visible to this run: "
              f"{gpus.visible_gpu_count()}"]

@@ -20,6 +20,11 @@ from pytest_hpml.results import Record
 class HpmlRun:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        #: Why this run uses the plugin (None: not so far). Until it does, the plugin changes
+        #: nothing in the process: a suite that never uses it runs as without it.
+        self.used_because: str | None = None
+        self.used_from_start = False
+        self._on_use: list[Callable[[], None]] = []
         self.records: list[Record] = []
         self.failed_ids: set[str] = set()  # rows of failed tests: reported, never saved
         self.messages: list[str] = []  # said once each in the terminal summary
@@ -29,11 +34,32 @@ class HpmlRun:
         if message not in self.messages:
             self.messages.append(message)
 
+    def when_used(self, act: Callable[[], None]) -> None:
+        """Run `act` once this run uses the plugin: now if it does already."""
+        if self.used_because is None:
+            self._on_use.append(act)
+        else:
+            act()
+
+    def use(self, because: str) -> None:
+        """This run uses the plugin from now on: what waited for that happens now."""
+        if self.used_because is not None:
+            return
+        self.used_because = because
+        for act in self._on_use:
+            act()
+        self._on_use.clear()
+
 
 RUN_KEY = pytest.StashKey[HpmlRun]()
 
 
 def run_of(config: pytest.Config) -> HpmlRun:
+    """The run's state, made on first use (any plugin module's configure may come first)."""
+    if RUN_KEY not in config.stash:
+        run = config.stash[RUN_KEY] = HpmlRun(config)
+        run.used_because = _used_at_start(config)
+        run.used_from_start = run.used_because is not None
     return config.stash[RUN_KEY]
 
 
@@ -52,9 +78,45 @@ def xdist_workers(config: pytest.Config) -> int:
     return os.cpu_count() or 1  # "auto" and "logical": xdist picks about one per core
 
 
+def _used_at_start(config: pytest.Config) -> str | None:
+    """Why this run uses the plugin from its start: an --hpml-* option on the command line, or
+    an hpml_* setting in the ini file; None otherwise."""
+    given = [a.split("=", 1)[0] for a in config.invocation_params.args
+             if isinstance(a, str) and a.startswith("--hpml-")]
+    if given:
+        return f"{given[0]} given"
+    for dest in PINNED:
+        if config.inipath is not None and config.getini(dest) not in (None, "", False):
+            return f"{dest} set in {Path(config.inipath).name}"
+    return None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[RUN_KEY] = HpmlRun(config)
+    run_of(config)
+
+
+def _mentions_the_plugin(path: Path) -> bool:
+    try:
+        return b"hpml" in path.read_bytes()
+    except OSError:
+        return False
+
+
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> None:
+    # A conftest.py that uses the plugin (its fixture, its markers) is imported when its folder
+    # is collected: the environment must be set before that import (Triton's interpreter is
+    # chosen when a kernel is decorated).
+    run = run_of(parent.config)
+    if run.used_because is None and _mentions_the_plugin(path / "conftest.py"):
+        run.use(f"{path.name}/conftest.py uses it")
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
+    run = run_of(parent.config)
+    if run.used_because is None and file_path.suffix == ".py" and \
+            _mentions_the_plugin(file_path):
+        run.use(f"{file_path.name} uses it")
 
 
 # -- options ------------------------------------------------------------------------------------

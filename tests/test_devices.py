@@ -222,7 +222,7 @@ def test_header_says_how_gpus_were_found_and_interpreter_is_set_before_imports(
                 assert INTERPRET_AT_IMPORT not in (None, "", "0")
         """
     )
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hpml-profile=quick")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["hpml: profile *", "hpml: GPUs: * found by *; visible to this "
                                  "run: *"])
