@@ -5,9 +5,9 @@ CPU ranks in `make test` (quick profile), nccl with one GPU per rank in the full
 the same rank function under torchrun on one node or many.
 
 Measuring (no pytest, written against torch.distributed):
-    recipe.py        lab 2's recipe as plain values; Goyal et al.'s linear scaling and warm-up
+    config.py        lab 2's recipe as plain values; Goyal et al.'s linear scaling and warm-up
     loader.py        CIFAR-10 shards (DistributedSampler), batch augmentation in 2 loader workers
-    clocks.py        host and CUDA-event clocks for the inside of a step; union of intervals
+    instruments.py   host and CUDA-event clocks for the inside of a step; union of intervals
     comm_hook.py     DDP comm hook: each gradient bucket's all-reduce, timed, bytes counted
     wire.py          bytes of every collective, by phase, by wrapping torch.distributed
     training.py      the training loop of one process; what each epoch measured

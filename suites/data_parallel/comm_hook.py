@@ -7,7 +7,7 @@ handed over (on a GPU: a CUDA event on the backward stream, i.e. when its gradie
 and when its reduced values are ready (the future's callback; on a GPU the callback's stream
 waits for the all-reduce). A bucket's interval therefore includes the time it waited behind the
 previous bucket; the step's communication time is the union of its buckets' intervals
-(clocks.covered), the time during which some all-reduce was in flight.
+(instruments.covered), the time during which some all-reduce was in flight.
 
     timer = AllReduceTimer(clock, world_size)
     ddp.register_comm_hook(timer, timed_allreduce_hook)

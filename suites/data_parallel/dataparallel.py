@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from suites.common.models import resnet18_cifar
-from suites.data_parallel.clocks import CudaEventClock
+from suites.data_parallel.config import Recipe
+from suites.data_parallel.instruments import CudaEventClock
 from suites.data_parallel.loader import DataSpec, make_loader
-from suites.data_parallel.recipe import Recipe
 from suites.data_parallel.training import EpochRecord, train_epoch
 
 

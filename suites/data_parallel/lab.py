@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from pytest_hpml import Timing
+from suites.data_parallel.config import Recipe, split_global_batch
 from suites.data_parallel.loader import DataSpec
 from suites.data_parallel.memory import launch
 from suites.data_parallel.ranks import CPU_THREADS_PER_WORKER, RankResult, train_rank
-from suites.data_parallel.recipe import Recipe, split_global_batch
 from suites.data_parallel.sizes import Scale, data_for, scale_for
 
 

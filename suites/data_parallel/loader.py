@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from suites.common.augment import normalize_cifar10, random_crop_flip
 from suites.common.data import LabData, load_cifar10
-from suites.data_parallel.recipe import Recipe
+from suites.data_parallel.config import Recipe
 
 
 @dataclass(frozen=True)

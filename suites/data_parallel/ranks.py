@@ -27,11 +27,11 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from suites.common.models import resnet18_cifar
-from suites.data_parallel.clocks import clock_for
 from suites.data_parallel.comm_hook import AllReduceTimer, timed_allreduce_hook
+from suites.data_parallel.config import Recipe
+from suites.data_parallel.instruments import clock_for
 from suites.data_parallel.loader import DataSpec, make_loader
 from suites.data_parallel.memory import is_out_of_memory, limited_memory, out_of_memory_in_rank
-from suites.data_parallel.recipe import Recipe
 from suites.data_parallel.training import EpochRecord, evaluate, train_epoch
 from suites.data_parallel.wire import WireCounter
 

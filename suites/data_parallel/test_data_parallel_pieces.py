@@ -24,8 +24,8 @@ from suites.data_parallel.bandwidth import (
     ring_allreduce_time,
     sweep_sizes,
 )
-from suites.data_parallel.clocks import CudaEventClock, HostClock, covered
 from suites.data_parallel.comm_hook import AllReduceTimer, timed_allreduce_hook
+from suites.data_parallel.config import Recipe, learning_rate
 from suites.data_parallel.figures import (
     batchnorm_drift,
     communication_steps,
@@ -34,10 +34,10 @@ from suites.data_parallel.figures import (
     imbalance,
     slowest_steps,
 )
+from suites.data_parallel.instruments import CudaEventClock, HostClock, covered
 from suites.data_parallel.lab import device_workers
 from suites.data_parallel.loader import make_loader
 from suites.data_parallel.ranks import RankResult
-from suites.data_parallel.recipe import Recipe, learning_rate
 from suites.data_parallel.training import EpochRecord
 from suites.data_parallel.wire import WireCounter
 

@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from suites.common.augment import normalize_cifar10
-from suites.data_parallel.clocks import covered
 from suites.data_parallel.comm_hook import AllReduceTimer
-from suites.data_parallel.recipe import Recipe, learning_rate
+from suites.data_parallel.config import Recipe, learning_rate
+from suites.data_parallel.instruments import covered
 from suites.data_parallel.wire import WireCounter
 
 
