@@ -1,6 +1,10 @@
 """The lab as the tests use it: one size profile on one device type, its training runs started
 through the launcher and kept for the rest of the process, and the columns every table shares.
 
+``launch`` runs ranks through the launcher and turns a rank's out-of-memory (raised there as a
+MemoryError naming the rank and the batch, see ranks.py) into a MemoryError of its own, which
+``hpml.catch_out_of_memory()`` records as the finding.
+
 Several questions read the same run (Q2's one-worker baseline serves every scaling
 row; Q3.1 and Q3.2 read one synchronized + no_sync run), so a run is started once per
 process and configuration. Runs are seeded: a second process starting the same run gets the
@@ -10,6 +14,7 @@ same model, and its own timings.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,11 +22,28 @@ import pytest
 import torch
 
 from pytest_hpml import Timing
-from suites.data_parallel.config import Recipe, split_global_batch
-from suites.data_parallel.loader import DataSpec
-from suites.data_parallel.memory import launch
+from pytest_hpml.distributed import DistributedError, run_distributed
+from suites.data_parallel.config import (
+    DataSpec,
+    Recipe,
+    Scale,
+    data_for,
+    scale_for,
+    split_global_batch,
+)
 from suites.data_parallel.ranks import CPU_THREADS_PER_WORKER, RankResult, train_rank
-from suites.data_parallel.sizes import Scale, data_for, scale_for
+
+
+def launch(fn: Callable[..., Any], world_size: int, *args: Any, device: str = "cpu",
+           timeout: float = 300.0, **kwargs: Any) -> list[Any]:
+    """run_distributed, with a rank's out-of-memory raised here as a MemoryError (every rank
+    has been ended by then)."""
+    try:
+        return run_distributed(fn, world_size, *args, device=device, timeout=timeout, **kwargs)
+    except DistributedError as err:
+        if err.exception_type in ("MemoryError", "OutOfMemoryError"):
+            raise MemoryError(str(err).splitlines()[0]) from err
+        raise
 
 
 def device_workers(workers: tuple[int, ...] | list[int]) -> list[Any]:

@@ -11,14 +11,23 @@ torchrun on one or many nodes, unchanged (see __main__ below):
     sample_order_rank       the sample indices this rank's loader serves, epoch by epoch
     allreduce_sweep_rank    all_reduce time per message size on these ranks (the ceiling)
 
+Out of memory in a rank: an out-of-memory error (CUDA's, or the CPU allocator's) is raised again
+as a MemoryError naming the rank and the batch, so that the launcher ends every rank and the
+parent can tell it from any other failure by its type name alone (lab.launch). On a CPU rank a
+memory budget (RLIMIT_DATA: the process's heap and anonymous mappings) stands in for a GPU's
+memory, so that question 1's sweep meets its limit at a batch size this machine can reach in
+seconds.
+
     torchrun --nproc_per_node 2 -m suites.data_parallel.ranks --batch 32 --width 8 --images 256
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -27,13 +36,14 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from suites.common.models import resnet18_cifar
-from suites.data_parallel.comm_hook import AllReduceTimer, timed_allreduce_hook
-from suites.data_parallel.config import Recipe
-from suites.data_parallel.instruments import clock_for
-from suites.data_parallel.loader import DataSpec, make_loader
-from suites.data_parallel.memory import is_out_of_memory, limited_memory, out_of_memory_in_rank
-from suites.data_parallel.training import EpochRecord, evaluate, train_epoch
-from suites.data_parallel.wire import WireCounter
+from suites.data_parallel.config import DataSpec, Recipe
+from suites.data_parallel.instruments import (
+    AllReduceTimer,
+    WireCounter,
+    clock_for,
+    timed_allreduce_hook,
+)
+from suites.data_parallel.training import EpochRecord, evaluate, make_loader, train_epoch
 
 CPU_THREADS_PER_WORKER = 1
 
@@ -97,6 +107,65 @@ def _batchnorm_statistics(model: nn.Module) -> dict[str, torch.Tensor]:
             for name, m in model.named_modules()
             if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.running_mean is not None}
 
+
+# -- out of memory in a rank ----------------------------------------------------------------------
+
+#: How a failed allocation reads on a CPU: torch's allocator, oneDNN (a convolution whose
+#: workspace cannot be allocated), the C++ runtime, a thread whose stack cannot be mapped.
+#: A DataLoader worker's error comes back re-raised with the worker's message inside.
+CPU_ALLOCATION_FAILURES = ("DefaultCPUAllocator: can't allocate memory", "out of memory",
+                           "could not create a primitive", "std::bad_alloc",
+                           "Cannot allocate memory", "can't start new thread")
+
+
+def is_out_of_memory(exc: BaseException, under_budget: bool = False) -> bool:
+    """CUDA's or Python's out-of-memory error, or the CPU allocator's; with ``under_budget``
+    (a memory budget is in force), any of the ways a CPU allocation failure reads."""
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    text = str(exc)
+    if not isinstance(exc, RuntimeError):
+        return False
+    if "DefaultCPUAllocator: can't allocate memory" in text or "out of memory" in text.lower():
+        return True
+    return under_budget and any(phrase in text for phrase in CPU_ALLOCATION_FAILURES)
+
+
+def out_of_memory_in_rank(exc: BaseException, rank: int, batch: int) -> MemoryError:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return MemoryError(f"rank {rank} ran out of memory at batch {batch} per worker: {first}")
+
+
+def _data_segment_bytes() -> int:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("no VmData in /proc/self/status")
+
+
+@contextlib.contextmanager
+def limited_memory(budget: int | None) -> Iterator[None]:
+    """Inside the block this process may allocate ``budget`` more bytes than it holds now
+    (Linux; DataLoader workers forked inside inherit the limit). The limit is lifted when the
+    block ends, errors included: reporting an error needs memory (a thread, a message)."""
+    if budget is None:
+        yield
+        return
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = _data_segment_bytes() + budget
+    if before[1] != resource.RLIM_INFINITY:
+        limit = min(limit, before[1])
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, before[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, before)
+
+
+# -- the rank functions ---------------------------------------------------------------------------
 
 def train_rank(rank: int, world_size: int, data: DataSpec, recipe: Recipe,
                device: str = "cpu", memory_budget: int | None = None) -> RankResult:

@@ -15,31 +15,32 @@ from pytest_hpml.distributed import DistributedError, run_distributed
 from suites.common.data import synthetic
 from suites.common.models import RESNET18_CIFAR_PARAMETERS, resnet18_cifar
 from suites.complexity.models import basic_block_resnet_parameters
-from suites.data_parallel import memory
-from suites.data_parallel.bandwidth import (
-    algbw,
-    bus_factor,
-    busbw,
-    fit_ring_model,
-    ring_allreduce_time,
-    sweep_sizes,
-)
-from suites.data_parallel.comm_hook import AllReduceTimer, timed_allreduce_hook
 from suites.data_parallel.config import Recipe, learning_rate
 from suites.data_parallel.figures import (
+    algbw,
     batchnorm_drift,
+    bus_factor,
+    busbw,
     communication_steps,
     compute_vs_communication,
+    fit_ring_model,
     gap_closed,
     imbalance,
+    ring_allreduce_time,
     slowest_steps,
+    sweep_sizes,
 )
-from suites.data_parallel.instruments import CudaEventClock, HostClock, covered
-from suites.data_parallel.lab import device_workers
-from suites.data_parallel.loader import make_loader
-from suites.data_parallel.ranks import RankResult
-from suites.data_parallel.training import EpochRecord
-from suites.data_parallel.wire import WireCounter
+from suites.data_parallel.instruments import (
+    AllReduceTimer,
+    CudaEventClock,
+    HostClock,
+    WireCounter,
+    covered,
+    timed_allreduce_hook,
+)
+from suites.data_parallel.lab import device_workers, launch
+from suites.data_parallel.ranks import RankResult, is_out_of_memory
+from suites.data_parallel.training import EpochRecord, make_loader
 
 pytestmark = pytest.mark.data_parallel
 
@@ -255,17 +256,17 @@ def test_out_of_memory_in_a_rank_comes_back_as_memory_error(monkeypatch):
                                "512 per worker: CUDA out of memory\n\n--- traceback ---", rank=1,
                                exception_type="MemoryError")
 
-    monkeypatch.setattr(memory, "run_distributed", fails)
+    monkeypatch.setattr("suites.data_parallel.lab.run_distributed", fails)
     with pytest.raises(MemoryError, match="rank 1 ran out of memory at batch 512"):
-        memory.launch(lambda: None, 2)
+        launch(lambda: None, 2)
 
     def other(*args, **kwargs):
         raise DistributedError("rank 0 raised ValueError: nope", rank=0,
                                exception_type="ValueError")
 
-    monkeypatch.setattr(memory, "run_distributed", other)
+    monkeypatch.setattr("suites.data_parallel.lab.run_distributed", other)
     with pytest.raises(DistributedError, match="nope"):
-        memory.launch(lambda: None, 2)
+        launch(lambda: None, 2)
 
 
 @pytest.mark.parametrize("text, budget, expected", [
@@ -276,7 +277,7 @@ def test_out_of_memory_in_a_rank_comes_back_as_memory_error(monkeypatch):
     ("shape mismatch", True, False),
 ])
 def test_what_counts_as_out_of_memory(text, budget, expected):
-    assert memory.is_out_of_memory(RuntimeError(text), under_budget=budget) is expected
+    assert is_out_of_memory(RuntimeError(text), under_budget=budget) is expected
 
 
 def test_gpu_cases_need_as_many_gpus_as_workers():

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from suites.common.data import SIZES
+from suites.data_parallel.config import SCALES
 from suites.data_parallel.figures import slowest_steps
 from suites.data_parallel.lab import record_steps
-from suites.data_parallel.sizes import SCALES
 
 pytestmark = pytest.mark.data_parallel
 

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import pytest
 
-from suites.data_parallel import published
-from suites.data_parallel.figures import compute_vs_communication, gradient_bytes_per_step
+from suites.data_parallel.config import SCALES
+from suites.data_parallel.figures import (
+    PUBLISHED_COMMUNICATION_NOTE,
+    PUBLISHED_COMPUTE_COMMUNICATION,
+    PUBLISHED_SOURCE,
+    compute_vs_communication,
+    gradient_bytes_per_step,
+)
 from suites.data_parallel.lab import device_workers
-from suites.data_parallel.sizes import SCALES
 
 pytestmark = pytest.mark.data_parallel
 
@@ -46,12 +51,12 @@ def test_compute_vs_communication(hpml, device, workers, batch, lab):
                 note="overlapped_share: communication hidden behind backward")
     hpml.record("synchronized", split.synchronized, unit="s", better="lower")
     hpml.setting("steps", split.steps)
-    if batch in published.COMPUTE_COMMUNICATION:
-        compute, loader = published.COMPUTE_COMMUNICATION[batch][workers]
+    if batch in PUBLISHED_COMPUTE_COMMUNICATION:
+        compute, loader = PUBLISHED_COMPUTE_COMMUNICATION[batch][workers]
         with hpml.row(measured_on="published: seed report 001 (GPUs)") as ref:
-            ref.reference("compute", compute, unit="s", source=published.SOURCE)
-            ref.reference("communication", loader, unit="s", source=published.SOURCE,
-                          note=published.COMMUNICATION_NOTE)
+            ref.reference("compute", compute, unit="s", source=PUBLISHED_SOURCE)
+            ref.reference("communication", loader, unit="s", source=PUBLISHED_SOURCE,
+                          note=PUBLISHED_COMMUNICATION_NOTE)
 
     # What the hook timed is the gradients: every parameter's, once per step, on every rank.
     assert gradient_bytes_per_step(results, 2) == results[0].parameter_bytes

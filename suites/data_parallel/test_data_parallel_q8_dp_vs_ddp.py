@@ -14,9 +14,9 @@ import math
 import pytest
 
 from suites.common.data import SIZES
-from suites.data_parallel.dataparallel import dataparallel_epochs
+from suites.data_parallel.config import SCALES
 from suites.data_parallel.figures import rank_epoch_times, training_time
-from suites.data_parallel.sizes import SCALES
+from suites.data_parallel.training import dataparallel_epochs
 
 pytestmark = [pytest.mark.data_parallel, pytest.mark.hpml_devices("cuda")]
 
