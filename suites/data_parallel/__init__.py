@@ -24,7 +24,7 @@ Figures and the tests' side (no torch.distributed):
                      algbw, busbw, the ring all-reduce model of Patarasuk and Yuan and its fit;
                      seed report 001's figures, shown as published references only
     lab.py           the lab as tests use it: the launcher with out-of-memory as a finding, runs
-                     kept per process, the device cases, shared table columns
+                     kept per process, the device cases and the batch sweep, shared columns
     conftest.py      the `lab` fixture; ranks start with the lab already imported
 
 Questions (the handout's numbers) -> tests: Q1 test_data_parallel_q1_batch_size, Q2

@@ -16,14 +16,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from pytest_hpml import Timing
+from pytest_hpml import Hpml, Recorder, Timing
 from pytest_hpml.distributed import DistributedError, run_distributed
 from suites.data_parallel.config import (
+    SCALES,
     DataSpec,
     Recipe,
     Scale,
@@ -46,6 +48,15 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, device: str = "c
         raise
 
 
+#: The world sizes of the questions that need more than one worker (Q3.1, Q3.2, DataParallel).
+MULTI_WORKERS = tuple(n for n in SCALES["full"].workers if n > 1)
+
+#: The batch per worker of Q2, Q3.1, Q3.2 and DataParallel vs DDP, over the profile's sizes.
+batch_per_worker_sweep = pytest.mark.hpml_sweep(
+    "batch", quick=list(SCALES["quick"].per_worker_batches),
+    full=list(SCALES["full"].per_worker_batches))
+
+
 def device_workers(workers: tuple[int, ...] | list[int]) -> list[Any]:
     """(device, workers) cases: gloo CPU ranks for each world size, and a CUDA case per world
     size marked gpu and multi_gpu(n), which skips with a reason where fewer GPUs are visible."""
@@ -57,7 +68,7 @@ def device_workers(workers: tuple[int, ...] | list[int]) -> list[Any]:
 
 
 class Lab:
-    def __init__(self, profile: str, device: str, data_root: Any) -> None:
+    def __init__(self, profile: str, device: str, data_root: str | Path | None) -> None:
         self.profile = profile
         self.device = device
         self.scale: Scale = scale_for(profile)
@@ -111,10 +122,11 @@ class Lab:
         return (f"{os.cpu_count()} CPU cores, {CPU_THREADS_PER_WORKER} thread per worker "
                 f"(gloo)")
 
-    def describe(self, hpml: Any, results: list[RankResult] | None = None,
+    def describe(self, hpml: Hpml | Recorder, results: list[RankResult] | None = None,
                  data: DataSpec | None = None, note: str = "") -> None:
         """The shared columns (where, on what data) and, under the table, what quick scaled
-        down (and ``note``, what this table's runs scaled down besides)."""
+        down (and ``note``, what this table's runs scaled down besides). ``hpml``: the test's
+        own row or a further one (``hpml.row``)."""
         data = data or self.data
         source = results[0].data if results else (
             "CIFAR-10" if data.root else "synthetic-CIFAR-10")
@@ -131,7 +143,7 @@ class StepTimes:
     total: float  # their sum: the epoch's training time
 
 
-def record_steps(hpml: Any, name: str, steps: list[float]) -> StepTimes:
+def record_steps(hpml: Hpml | Recorder, name: str, steps: list[float]) -> StepTimes:
     """Record an epoch's steps as ``step_time`` (median, each step a sample) and their sum as
     ``name``, derived from that timing so that its verdict rests on the steps' evidence."""
     timing = hpml.record_timing("step_time", list(steps))

@@ -35,6 +35,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from pytest_hpml.distributed import rank_device, run_distributed
 from suites.common.models import resnet18_cifar
 from suites.data_parallel.config import DataSpec, Recipe
 from suites.data_parallel.instruments import (
@@ -70,13 +71,6 @@ class RankResult:
 
     def epoch(self, number: int, synchronized: bool = True) -> EpochRecord:
         return next(e for e in self.epochs if e.epoch == number and e.synchronized == synchronized)
-
-
-def this_rank_device(device: str) -> torch.device:
-    """Its own GPU (set by the launcher, or from LOCAL_RANK under torchrun), else the CPU."""
-    if device == "cuda":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
 
 
 def _has_forward_sync_buffers() -> bool:
@@ -185,7 +179,7 @@ def train_rank(rank: int, world_size: int, data: DataSpec, recipe: Recipe,
 
 def _train(rank: int, world_size: int, data: DataSpec, recipe: Recipe,
            device: str) -> RankResult:
-    dev = this_rank_device(device)
+    dev = rank_device(device)
     if dev.type == "cpu":
         # One core per CPU worker, as a GPU worker is one device (and as torchrun sets
         # OMP_NUM_THREADS=1): 1, 2 and 4 workers then use 1, 2 and 4 cores' worth of threads,
@@ -275,7 +269,7 @@ def allreduce_sweep_rank(rank: int, world_size: int, sizes: list[int],
     """Seconds per all_reduce of fp32 buffers of each size (bytes) on this rank, the mean of a
     few back-to-back calls after one warm-up, in the manner of nccl-tests; and a check value
     (the sum of the ranks' numbers) that proves the collective reduced what it was given."""
-    dev = this_rank_device(device)
+    dev = rank_device(device)
     clock = clock_for(dev)
     seconds = []
     for nbytes in sizes:
@@ -299,8 +293,6 @@ def _main() -> None:
     number of nodes) or, without it, on ranks started by the launcher (--world-size)."""
     import argparse
     import json
-
-    from pytest_hpml.distributed import run_distributed
 
     parser = argparse.ArgumentParser(description="ResNet-18 data-parallel training on CIFAR-10")
     parser.add_argument("--batch", type=int, default=128, help="batch per worker")

@@ -24,14 +24,13 @@ from suites.data_parallel.figures import (
     rank_epoch_times,
     speedup,
 )
-from suites.data_parallel.lab import device_workers
+from suites.data_parallel.lab import batch_per_worker_sweep, device_workers
 
 pytestmark = pytest.mark.data_parallel
 
 
 @pytest.mark.parametrize("device, workers", device_workers(SCALES["full"].workers))
-@pytest.mark.hpml_sweep("batch", quick=list(SCALES["quick"].per_worker_batches),
-                        full=list(SCALES["full"].per_worker_batches))
+@batch_per_worker_sweep
 @pytest.mark.parametrize("scaling", ["weak", "strong"])
 @pytest.mark.hpml_pivot(index=["measured_on", "scaling", "batch"], columns="workers",
                         metrics=["epoch_time", "speedup", "efficiency", "rank_imbalance"],

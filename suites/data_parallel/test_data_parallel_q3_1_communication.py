@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 
-from suites.data_parallel.config import SCALES
 from suites.data_parallel.figures import (
     PUBLISHED_COMMUNICATION_NOTE,
     PUBLISHED_COMPUTE_COMMUNICATION,
@@ -19,16 +18,13 @@ from suites.data_parallel.figures import (
     compute_vs_communication,
     gradient_bytes_per_step,
 )
-from suites.data_parallel.lab import device_workers
+from suites.data_parallel.lab import MULTI_WORKERS, batch_per_worker_sweep, device_workers
 
 pytestmark = pytest.mark.data_parallel
 
-MULTI = tuple(n for n in SCALES["full"].workers if n > 1)
 
-
-@pytest.mark.parametrize("device, workers", device_workers(MULTI))
-@pytest.mark.hpml_sweep("batch", quick=list(SCALES["quick"].per_worker_batches),
-                        full=list(SCALES["full"].per_worker_batches))
+@pytest.mark.parametrize("device, workers", device_workers(MULTI_WORKERS))
+@batch_per_worker_sweep
 @pytest.mark.hpml_pivot(index=["measured_on", "workers"], columns="batch",
                         metrics=["compute", "communication", "exposed", "overlapped_share"],
                         split="device")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import pytest
 
-from suites.data_parallel.config import SCALES
 from suites.data_parallel.figures import (
     PUBLISHED_BANDWIDTH,
     PUBLISHED_BANDWIDTH_NOTE,
@@ -26,12 +25,15 @@ from suites.data_parallel.figures import (
     gradient_bytes_per_step,
     sweep_sizes,
 )
-from suites.data_parallel.lab import device_workers, launch
+from suites.data_parallel.lab import (
+    MULTI_WORKERS,
+    batch_per_worker_sweep,
+    device_workers,
+    launch,
+)
 from suites.data_parallel.ranks import allreduce_sweep_rank
 
 pytestmark = pytest.mark.data_parallel
-
-MULTI = tuple(n for n in SCALES["full"].workers if n > 1)
 
 
 def _sweep(lab, workers: int, sizes: list[int]) -> list[float]:
@@ -42,7 +44,7 @@ def _sweep(lab, workers: int, sizes: list[int]) -> list[float]:
     return [max(times) for times in zip(*(r["seconds"] for r in ranks), strict=True)]
 
 
-@pytest.mark.parametrize("device, workers", device_workers(MULTI))
+@pytest.mark.parametrize("device, workers", device_workers(MULTI_WORKERS))
 @pytest.mark.hpml_plot("q3_allreduce_busbw.png", x="size", y="busbw", series="workers",
                        logx=True, logy=True, title="all_reduce sweep: bus bandwidth vs size")
 def test_allreduce_sweep(hpml, device, workers, lab):
@@ -70,9 +72,8 @@ def test_allreduce_sweep(hpml, device, workers, lab):
     assert seconds[-1] > seconds[0]
 
 
-@pytest.mark.parametrize("device, workers", device_workers(MULTI))
-@pytest.mark.hpml_sweep("batch", quick=list(SCALES["quick"].per_worker_batches),
-                        full=list(SCALES["full"].per_worker_batches))
+@pytest.mark.parametrize("device, workers", device_workers(MULTI_WORKERS))
+@batch_per_worker_sweep
 @pytest.mark.hpml_pivot(index=["measured_on", "workers"], columns="batch",
                         metrics=["busbw", "ceiling_busbw", "utilization", "bandwidth"],
                         split="device")
