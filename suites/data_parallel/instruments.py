@@ -54,13 +54,24 @@ import torch.distributed as dist
 # -- clocks ---------------------------------------------------------------------------------------
 
 class HostClock:
-    """Marks are perf_counter readings: what a CPU rank (gloo) does is done when Python is."""
+    """Marks are perf_counter readings: what a CPU rank (gloo) does is done when Python is.
+    ``now`` is a parameter only so that the arithmetic can be tested with a fake time."""
+
+    def __init__(self, now: Callable[[], float] = time.perf_counter) -> None:
+        self._now = now
 
     def mark(self) -> float:
-        return time.perf_counter()
+        return self._now()
 
     def seconds(self, start: Any, end: Any) -> float:
         return end - start
+
+    def calibrate(self) -> None:
+        """Nothing to learn: the host clock holds nothing back (see ``hold``)."""
+
+    def hold(self, seconds: float) -> None:
+        """Nothing to cover: a host mark is read when Python reaches it, not when a device
+        does."""
 
     def synchronize(self) -> None:
         pass
@@ -68,14 +79,23 @@ class HostClock:
 
 class CudaEventClock:
     """Marks are CUDA events recorded on the current stream; ``seconds`` is valid once the
-    events have completed (after ``synchronize``). ``event`` and ``synchronize`` are parameters
-    only so that the arithmetic can be tested on a machine without a GPU."""
+    events have completed (after ``synchronize``). ``hold`` queues a GPU busy-wait
+    (torch.cuda._sleep, a kernel that spins for a number of GPU clock cycles) ahead of a mark.
+    ``event``, ``synchronize`` and ``spin`` are parameters only so that the arithmetic can be
+    tested on a machine without a GPU."""
+
+    #: GPU cycles of the busy-wait timed to learn its rate: milliseconds on any GPU, so that
+    #: the launch of the timed kernel is a small part of it.
+    CALIBRATION_CYCLES = 10_000_000
 
     def __init__(self, device: torch.device | None = None,
                  event: Callable[..., Any] | None = None,
-                 synchronize: Callable[[], None] | None = None) -> None:
+                 synchronize: Callable[[], None] | None = None,
+                 spin: Callable[[int], Any] | None = None) -> None:
         self._event = event or (lambda: torch.cuda.Event(enable_timing=True))
         self._synchronize = synchronize or (lambda: torch.cuda.synchronize(device))
+        self._spin = spin or torch.cuda._sleep
+        self._cycles_per_second: float | None = None
 
     def mark(self) -> Any:
         event = self._event()
@@ -85,12 +105,77 @@ class CudaEventClock:
     def seconds(self, start: Any, end: Any) -> float:
         return start.elapsed_time(end) / 1e3  # CUDA events measure milliseconds
 
+    def calibrate(self) -> None:
+        """Learn the busy-wait's cycles per second by timing it with this clock's events:
+        the SM clock under load is not the nominal one, and torch does not report it. (The
+        plugin's CUDA clock calibrates the same way; the lab may not import the plugin's
+        measuring modules.)"""
+        if self._cycles_per_second is not None:
+            return
+        self._spin(self.CALIBRATION_CYCLES // 10)  # the kernel loaded before it is timed
+        start = self.mark()
+        self._spin(self.CALIBRATION_CYCLES)
+        end = self.mark()
+        self.synchronize()
+        seconds = self.seconds(start, end)
+        if not seconds > 0:
+            raise RuntimeError("the GPU busy-wait (torch.cuda._sleep) took no measurable time: "
+                               "its rate cannot be learnt, so nothing can be queued ahead of a "
+                               "timed loop")
+        self._cycles_per_second = self.CALIBRATION_CYCLES / seconds
+
+    def hold(self, seconds: float) -> None:
+        """Queue about ``seconds`` of GPU busy-wait on the current stream: the next mark is
+        then stamped when the busy-wait ends, with the work after it already queued, instead
+        of at once on an idle GPU while the host is still queueing that work."""
+        if seconds <= 0:
+            return
+        self.calibrate()
+        assert self._cycles_per_second is not None
+        self._spin(max(1, round(seconds * self._cycles_per_second)))
+
     def synchronize(self) -> None:
         self._synchronize()
 
 
 def clock_for(device: torch.device) -> HostClock | CudaEventClock:
     return CudaEventClock(device) if device.type == "cuda" else HostClock()
+
+
+#: Host seconds to queue one call, assumed at the least (torch's NCCL path from Python takes
+#: tens of microseconds): a loop measured on a quiet host does not shrink the next busy-wait
+#: below what a slower moment of the host may need.
+LEAST_QUEUE_ESTIMATE = 100e-6
+#: Busy-wait per second of expected queueing: a margin for the host's jitter.
+HOLD_MARGIN = 1.5
+#: The longest busy-wait queued ahead of a timed loop: an estimate is not trusted without bound.
+MAX_HOLD = 0.05
+
+
+def time_back_to_back(call: Callable[[], Any], iterations: int,
+                      clock: HostClock | CudaEventClock,
+                      queue_estimate: float = 0.0,
+                      now: Callable[[], float] = time.perf_counter) -> tuple[float, float]:
+    """Seconds per call of ``iterations`` back-to-back calls between two marks of ``clock``, and
+    the host's seconds per call to queue them (the next loop's ``queue_estimate``; never taken
+    below LEAST_QUEUE_ESTIMATE).
+
+    On a GPU the start mark would be stamped at once on an idle GPU, and the loop would then
+    time the host queueing the calls (for a small all_reduce, longer than the collective) as
+    much as the calls. A busy-wait covering the expected queueing goes ahead of the start mark,
+    so that the mark is stamped when the GPU starts the first call with the others queued
+    behind it, as nvbench's blocking kernel does.
+    """
+    expected = iterations * max(queue_estimate, LEAST_QUEUE_ESTIMATE)
+    clock.hold(min(MAX_HOLD, HOLD_MARGIN * expected))
+    queued = now()
+    start = clock.mark()
+    for _ in range(iterations):
+        call()
+    end = clock.mark()
+    queueing = (now() - queued) / iterations
+    clock.synchronize()
+    return clock.seconds(start, end) / iterations, queueing
 
 
 def covered(intervals: Iterable[tuple[float, float]]) -> float:

@@ -67,6 +67,23 @@ def device_workers(workers: tuple[int, ...] | list[int]) -> list[Any]:
     return cases
 
 
+#: Under every table of step times measured on GPUs (training.train_epoch's CUDA-event marks).
+#: The all-reduce sweep queues a busy-wait ahead of its timed loop (time_back_to_back); a
+#: training loop cannot: its steps are queued back to back, so only a step that follows an idle
+#: moment starts on an idle GPU, and that moment is part of what training costs.
+GPU_STEP_TIMES_NOTE = (
+    "GPU step times: CUDA events around each step; a step that starts on an idle GPU (the first "
+    "of an epoch, or one after the loader kept the GPU waiting) includes the host's time to queue "
+    "it, which the training run pays too, so no busy-wait is queued ahead of a step (it would "
+    "hide that time and lengthen the epoch)")
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    timing: Timing  # one sample per step (the slowest rank's), recorded as step_time
+    total: float  # their sum: the epoch's training time
+
+
 class Lab:
     def __init__(self, profile: str, device: str, data_root: str | Path | None) -> None:
         self.profile = profile
@@ -136,20 +153,20 @@ class Lab:
             hpml.setting("resnet18_width", self.scale.width,
                          note="; ".join(n for n in (self.scale.scaled_down, note) if n))
 
+    def note_step_times(self, hpml: Hpml | Recorder, name: str) -> None:
+        """On GPUs, say under the table what the step times that ``name`` adds up include."""
+        if self.device == "cuda":
+            hpml.annotate(name, GPU_STEP_TIMES_NOTE)
 
-@dataclass(frozen=True)
-class StepTimes:
-    timing: Timing  # one sample per step (the slowest rank's), recorded as step_time
-    total: float  # their sum: the epoch's training time
-
-
-def record_steps(hpml: Hpml | Recorder, name: str, steps: list[float]) -> StepTimes:
-    """Record an epoch's steps as ``step_time`` (median, each step a sample) and their sum as
-    ``name``, derived from that timing so that its verdict rests on the steps' evidence."""
-    timing = hpml.record_timing("step_time", list(steps))
-    total = sum(steps)
-    hpml.record(name, total, unit="s", better="lower", timing=timing)
-    return StepTimes(timing, total)
+    def record_steps(self, hpml: Hpml | Recorder, name: str, steps: list[float]) -> StepTimes:
+        """Record an epoch's steps as ``step_time`` (median, each step a sample) and their sum
+        as ``name``, derived from that timing so that its verdict rests on the steps'
+        evidence."""
+        timing = hpml.record_timing("step_time", list(steps))
+        total = sum(steps)
+        hpml.record(name, total, unit="s", better="lower", timing=timing)
+        self.note_step_times(hpml, name)
+        return StepTimes(timing, total)
 
 
 def large_batch_variants(lab: Lab, workers: int) -> dict[str, tuple[int, Recipe]]:

@@ -24,6 +24,7 @@ seconds.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import inspect
 import os
@@ -42,6 +43,7 @@ from suites.data_parallel.instruments import (
     AllReduceTimer,
     WireCounter,
     clock_for,
+    time_back_to_back,
     timed_allreduce_hook,
 )
 from suites.data_parallel.training import EpochRecord, evaluate, make_loader, train_epoch
@@ -271,18 +273,17 @@ def allreduce_sweep_rank(rank: int, world_size: int, sizes: list[int],
     (the sum of the ranks' numbers) that proves the collective reduced what it was given."""
     dev = rank_device(device)
     clock = clock_for(dev)
-    seconds = []
+    clock.calibrate()  # here, not in the first timed size: it would hold one rank back
+    seconds, queueing = [], 0.0
     for nbytes in sizes:
         buffer = torch.zeros(max(1, nbytes // 4), dtype=torch.float32, device=dev)
         dist.all_reduce(buffer)  # warm-up: connections, buffers, algorithm choice
-        iterations = sweep_iterations(nbytes)
         dist.barrier()
-        start = clock.mark()
-        for _ in range(iterations):
-            dist.all_reduce(buffer)
-        end = clock.mark()
-        clock.synchronize()
-        seconds.append(clock.seconds(start, end) / iterations)
+        # On a GPU a busy-wait covering the host's queueing goes ahead of the start mark
+        # (time_back_to_back), so the time is the collectives', not Python's.
+        per_call, queueing = time_back_to_back(functools.partial(dist.all_reduce, buffer),
+                                               sweep_iterations(nbytes), clock, queueing)
+        seconds.append(per_call)
     check = torch.full((4,), float(rank + 1), device=dev)
     dist.all_reduce(check)
     return {"seconds": seconds, "check": check.cpu().tolist()}

@@ -46,6 +46,7 @@ def test_compute_vs_communication(hpml, device, workers, batch, lab):
     hpml.record("overlapped_share", 100 * split.overlapped_share, unit="%", better="higher",
                 note="overlapped_share: communication hidden behind backward")
     hpml.record("synchronized", split.synchronized, unit="s", better="lower")
+    lab.note_step_times(hpml, "compute")
     hpml.setting("steps", split.steps)
     if batch in PUBLISHED_COMPUTE_COMMUNICATION:
         compute, loader = PUBLISHED_COMPUTE_COMMUNICATION[batch][workers]

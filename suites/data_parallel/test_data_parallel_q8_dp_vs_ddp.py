@@ -38,6 +38,7 @@ def test_dataparallel_vs_ddp(hpml, device, workers, batch, lab):
     with hpml.row(wrapper="DistributedDataParallel") as row:
         row.record("epoch_time", max(rank_epoch_times(ddp, 2)), unit="s", better="lower")
         row.record("training_time", training_time(ddp, 2), unit="s", better="lower")
+        lab.note_step_times(row, "training_time")
     # Both walked the whole training set in the epoch (DDP's shards are padded to equal size)
     # and both trained: a finite loss.
     images = lab.scale.train_images or SIZES["train"]["CIFAR-10"]
