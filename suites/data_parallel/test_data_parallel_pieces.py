@@ -1,5 +1,6 @@
-"""The instruments checked on known answers: the clocks (the CUDA one with fake events), the
-union of bucket intervals, the timed comm hook against a plain all-reduce, the collective
+"""The instruments checked on known answers: the clocks (the CUDA one on a fake GPU stream: its
+busy-wait, and the all-reduce sweep timing the collectives rather than the host queueing them),
+the union of bucket intervals, the timed comm hook against a plain all-reduce, the collective
 counter, the ring model, the learning-rate schedule, the cross-rank figures, the loader, the
 narrow ResNet-18 and the out-of-memory path of the launcher."""
 
