@@ -40,7 +40,7 @@ def test_copy_bandwidth_counts_read_and_write(small) -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int8])
-def test_matmul_flops(small, dtype: torch.dtype) -> None:
+def test_matmul_ceiling_is_2n3_flops_over_the_matmuls_time(small, dtype: torch.dtype) -> None:
     if dtype == torch.int8:
         try:
             torch._int_mm(torch.ones(16, 16, dtype=torch.int8), torch.ones(16, 16,

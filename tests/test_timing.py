@@ -301,7 +301,7 @@ def test_spin_rate_is_calibrated_with_events() -> None:
         calibrate_cycles_per_second(gpu.event, gpu.synchronize, lambda cycles: None)
 
 
-def test_clock_choice() -> None:
+def test_host_work_gets_the_wall_clock_and_an_unknown_kind_is_refused() -> None:
     assert isinstance(clock_for("cpu"), CpuClock)
     assert isinstance(clock_for(torch_device("cpu"), "host"), CpuClock)
     # A whole GPU program that ends synchronized is timed on the host, not with events.

@@ -11,9 +11,8 @@ from __future__ import annotations
 import pytest
 
 from suites.common.data import SIZES
+from suites.data_parallel.config import SCALES
 from suites.data_parallel.figures import slowest_steps
-from suites.data_parallel.lab import record_steps
-from suites.data_parallel.sizes import SCALES
 
 pytestmark = pytest.mark.data_parallel
 
@@ -38,7 +37,7 @@ def test_epoch_time_vs_batch_size(hpml, device, batch, lab):
         assert f"at batch {batch} per worker" in oom.message, oom.message
         return
     epoch = results[0].epoch(2)
-    steps = record_steps(hpml, "training_time", slowest_steps(results, 2))
+    steps = lab.record_steps(hpml, "training_time", slowest_steps(results, 2))
     hpml.record("images_per_second", epoch.samples / steps.total, unit="1/s", better="higher",
                 timing=steps.timing)
     hpml.record("loader_wait", epoch.loader_wait, unit="s",

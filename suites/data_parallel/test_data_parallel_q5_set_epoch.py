@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from suites.data_parallel.memory import launch
+from suites.data_parallel.lab import launch
 from suites.data_parallel.ranks import sample_order_rank
 
 pytestmark = pytest.mark.data_parallel

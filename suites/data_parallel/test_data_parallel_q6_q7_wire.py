@@ -119,6 +119,7 @@ def test_only_gradients_with_the_large_batch(hpml, device, workers, lab):
                        note="eval_accuracy_spread: best - worst worker")
             row.record("training_time", training_time(results, recipe.epochs), unit="s",
                        better="lower", note="training_time: the last epoch's steps")
+            lab.note_step_times(row, "training_time")
             wire = results[0].epoch(recipe.epochs).wire
             row.record("bytes_per_step", sum(wire.values()) / results[0].steps_per_epoch,
                        unit="B")
