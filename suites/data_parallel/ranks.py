@@ -36,6 +36,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+import pytest_hpml
 from pytest_hpml.distributed import rank_device, run_distributed
 from suites.common.models import resnet18_cifar
 from suites.data_parallel.config import DataSpec, Recipe
@@ -115,16 +116,13 @@ CPU_ALLOCATION_FAILURES = ("DefaultCPUAllocator: can't allocate memory", "out of
 
 
 def is_out_of_memory(exc: BaseException, under_budget: bool = False) -> bool:
-    """CUDA's or Python's out-of-memory error, or the CPU allocator's; with ``under_budget``
-    (a memory budget is in force), any of the ways a CPU allocation failure reads."""
-    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+    """An allocator's out-of-memory error (pytest_hpml.is_out_of_memory: CUDA's, Python's, the
+    CPU allocator's); with ``under_budget`` (a memory budget is in force), also any of the
+    ways a CPU allocation failure reads."""
+    if pytest_hpml.is_out_of_memory(exc):
         return True
-    text = str(exc)
-    if not isinstance(exc, RuntimeError):
-        return False
-    if "DefaultCPUAllocator: can't allocate memory" in text or "out of memory" in text.lower():
-        return True
-    return under_budget and any(phrase in text for phrase in CPU_ALLOCATION_FAILURES)
+    return under_budget and isinstance(exc, RuntimeError) and any(
+        phrase in str(exc) for phrase in CPU_ALLOCATION_FAILURES)
 
 
 def out_of_memory_in_rank(exc: BaseException, rank: int, batch: int) -> MemoryError:
