@@ -8,13 +8,14 @@ damaged file stops the run at once, naming the file, instead of after hours of G
 from __future__ import annotations
 
 import argparse
+import datetime
 from pathlib import Path
 
 import pytest
 
-from pytest_hpml.compare import baselines, confirm, verdicts
+from pytest_hpml.compare import baselines, confirm, suite, verdicts
 from pytest_hpml.machine.fingerprint import fingerprint, machine_key, software_changes
-from pytest_hpml.policy import positive
+from pytest_hpml.policy import marker_options, positive
 from pytest_hpml.report.files import Output
 from pytest_hpml.results import Record
 from pytest_hpml.selection import profile_of
@@ -37,8 +38,14 @@ class Comparison:
         self.tolerance: float = opt.hpml_tolerance
         self.alpha: float = opt.hpml_alpha
         self.require: bool = opt.hpml_require_baseline
+        self.prune: bool = opt.hpml_prune_baseline
         self.directory = Path(opt.hpml_baselines or Path(config.rootpath, "baselines"))
         self.baseline: baselines.Baseline | None = None
+        # What the run collected and ran, for the stored rows it did not make (compare/suite).
+        self.collected: set[str] = set()
+        self.ran: set[str] = set()
+        self.deselected = 0
+        self.pruned: frozenset[str] = frozenset()
 
     # The machine's identity asks torch about GPUs: only runs that compare or save pay for it.
     @property
@@ -132,7 +139,83 @@ class Comparison:
             for record in suspected:
                 self._compare(record, can_confirm=left)
             suspected = [r for r in suspected if verdicts.suspects(r)]
-        return [line for r in records for line in verdicts.failures(r, self.tolerance)]
+        lines = [line for r in records for line in verdicts.failures(r, self.tolerance)]
+        return lines + self.vanished_rows(item, records)
+
+    def missing_row(self, rid: str, expected: bool = False) -> Record:
+        """A stored row this run did not make, every metric of it `missing`."""
+        data = self.baseline.records[rid] if self.baseline else {}
+        row = Record(id=rid, experiment=data.get("experiment", rid), test=data.get("test", ""),
+                     params=dict(data.get("params", {})), order=list(data.get("order", [])),
+                     expected_missing=["*"] if expected else [])
+        row.metrics = verdicts.compare_record(
+            row, self.baseline.metrics_for(rid) if self.baseline else {}, self.tolerance,
+            self.alpha)
+        return row
+
+    def vanished_rows(self, item: pytest.Item, records: list[Record]) -> list[str]:
+        """Rows the baseline holds of this test that it did not make this time, appended to
+        its records as missing; one line per row that fails (unless the test expects any
+        metric to be missing: @pytest.mark.hpml(expect_missing="*"), catch_out_of_memory)."""
+        if self.baseline is None:
+            return []
+        made = {r.id for r in records}
+        expected = marker_options(item).get("expect_missing") == "*" or any(
+            r.may_miss("*") for r in records)
+        lines = []
+        for rid in suite.rows_of_test(self.baseline.records, item.nodeid):
+            if rid in made:
+                continue
+            records.append(self.missing_row(rid, expected))
+            if not expected:
+                lines.append(f"{rid}: a row of the baseline that this run of the test did not "
+                             "make (an early return, a branch, a row no longer recorded); if "
+                             "that is intended, --hpml-save-baseline --hpml-prune-baseline "
+                             "drops it")
+        return lines
+
+    # -- what the run collected and ran (the controller's view, with or without xdist) --------
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected.update(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
+        self.collected.update(ids)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += len(items)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            self.ran.add(report.nodeid)
+
+    def finish(self, session: pytest.Session) -> None:
+        """At the end of the run (controller): rows the baseline holds of tests that are gone
+        from a sweep fail the run; rows of tests gone from the suite are said once, and a save
+        drops them only with --hpml-prune-baseline."""
+        if self.baseline is None:
+            return
+        produced = {r.id for r in self.run.records
+                    if any(verdicts.outcome(m) != "missing" for m in r.metrics)}
+        gone = suite.gone_rows(self.baseline.records, self.collected, self.ran, produced,
+                               lambda f: Path(self.config.rootpath, f).exists(),
+                               suite.selection_complete(self.config.option, self.deselected))
+        if self.compare and gone.dropped_by_sweep:
+            self.run.records += [self.missing_row(rid) for rid in gone.dropped_by_sweep]
+            self.run.say_once(
+                f"--hpml-compare: {len(gone.dropped_by_sweep)} row(s) of the baseline that no "
+                "test makes any more, while their test function still runs (a value left its "
+                "sweep): " + _some(gone.dropped_by_sweep) + "; if intended, "
+                "--hpml-save-baseline --hpml-prune-baseline drops them")
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if gone.not_in_suite:
+            self.run.say_once(f"in the baseline, not in this suite: {len(gone.not_in_suite)} "
+                              f"row(s) of tests that are gone: {_some(gone.not_in_suite)}"
+                              + ("" if self.save and self.prune else
+                                 "; --hpml-save-baseline --hpml-prune-baseline drops them"))
+        if self.save and self.prune:
+            self.pruned = frozenset(gone.all)
 
     def widen_history(self, item: pytest.Item, records: list[Record]) -> None:
         """A save measures in fresh processes too, so that the baseline knows this machine's
@@ -150,13 +233,29 @@ class Comparison:
                               "failed tests not saved; their previous baseline entries are kept.")
         if not passed:
             return []
-        saved = baselines.save(self.path, fingerprint(), self.profile, passed,
-                               keep=self.keep, reset=self.reset)
+        policy = baselines.MergePolicy(
+            keep=self.keep, reset=self.reset, prune=self.pruned,
+            judge=lambda new, old: verdicts.compare_metric(new, old, self.tolerance, self.alpha),
+            when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+        saved = baselines.save(self.path, fingerprint(), self.profile, passed, policy)
+        if saved.levels:
+            self.run.say_once(
+                f"--hpml-save-baseline: {len(saved.levels)} metric(s) changed beyond what this "
+                "machine can detect; their history starts at the new level (the previous one "
+                "is kept in the file as accepted): " + _some(saved.levels))
+        if self.pruned:
+            self.run.say_once(f"--hpml-save-baseline: dropped {len(self.pruned)} row(s) of "
+                              "tests that are gone (--hpml-prune-baseline)")
         if saved.skipped:
             self.run.say_once(f"--hpml-save-baseline: {len(saved.skipped)} metric(s) are not "
                               "finite numbers and were not saved: " + "; ".join(saved.skipped[:5])
                               + (" ..." if len(saved.skipped) > 5 else ""))
         return [saved.path]
+
+
+def _some(items: list[str], shown: int = 5) -> str:
+    return "; ".join(items[:shown]) + (f" ... ({len(items)} in all)" if len(items) > shown
+                                       else "")
 
 
 COMPARISON_KEY = pytest.StashKey[Comparison]()
@@ -197,6 +296,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                help="processes a save measures each test in (the run's own and N-1 fresh "
                     "ones), so the first baseline already knows the spread between "
                     f"processes ({DEFAULT_BASELINE_PROCESSES}; 1: the run alone)")
+    add_option(parser, "--hpml-prune-baseline", action="store_true",
+               help="with --hpml-save-baseline: drop the rows of tests that are gone from the "
+                    "suite (or no longer make them); without it they are kept, and said")
     add_option(parser, "--hpml-reset-baseline", action="store_true",
                help="with --hpml-save-baseline: restart the history of the saved rows "
                     "instead of appending to it (after a hardware or driver change)")
@@ -225,6 +327,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if comparison.compare or (comparison.save and is_controller(config)):
         # Workers compare too, against the file the controller checked.
         comparison.open()
+    if is_controller(config) and (comparison.compare or comparison.save):
+        config.pluginmanager.register(comparison, f"hpml-comparison-{id(config)}")
 
 
 def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
@@ -246,3 +350,9 @@ def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
     if not comparison.save:
         return []
     return [Output("baseline", comparison.path, comparison.write)]
+
+
+def pytest_hpml_finish(session: pytest.Session) -> None:
+    comparison = session.config.stash[COMPARISON_KEY]
+    if comparison.compare or comparison.save:
+        comparison.finish(session)

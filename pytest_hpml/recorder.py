@@ -27,6 +27,34 @@ if TYPE_CHECKING:
     from pytest_hpml.measure.utilization import UtilizationSampler
 
 
+class Unset:
+    """`better` left out of hpml.record: inferred from the unit."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = Unset()
+#: Units whose better direction is unambiguous: a time, and rates.
+DIRECTIONS: dict[str, Better] = {"s": "lower", "B/s": "higher", "FLOP/s": "higher",
+                                 "OP/s": "higher", "1/s": "higher"}
+
+
+def direction(name: str, unit: str, better: Better | Unset) -> Better:
+    """`better` as given, or inferred from the unit; a ValueError naming the metric where the
+    unit does not say it."""
+    if not isinstance(better, Unset):
+        return better
+    if unit in DIRECTIONS:
+        return DIRECTIONS[unit]
+    shown = f" (unit {unit!r})" if unit else " (no unit)"
+    raise ValueError(
+        f"metric {name!r}{shown}: say which way is better, hpml.record(..., better='lower' or "
+        "'higher'), or better=None for a figure that is shown and never judged; a constant of "
+        "the experiment is hpml.setting(...). Only a time (s) and rates (B/s, FLOP/s, OP/s, "
+        "1/s) say it by their unit.")
+
+
 @dataclass(frozen=True)
 class HpmlContext:
     """What every Recorder of a test knows of it, fixed when the test starts."""
@@ -84,11 +112,16 @@ class Recorder:
         self._record.expected_missing.extend(names or ("*",))
 
     # -- measured figures ------------------------------------------------------------------------
-    def record(self, name: str, value: float, unit: str = "", better: Better = None, *,
-               tolerance: float | None = None, samples: list[float] | None = None,
+    def record(self, name: str, value: float, unit: str = "", better: Better | Unset = UNSET,
+               *, tolerance: float | None = None, samples: list[float] | None = None,
                note: str | None = None, timing: Timing | None = None,
                exact: bool = False) -> Metric:
         """A measured metric; `value` in SI base units (s, B, B/s, FLOP/s).
+
+        `better` says which way is better: "lower", "higher", or None (shown, never judged).
+        Left out, it follows from the unit where that is unambiguous (a time: lower; B/s,
+        FLOP/s, OP/s, 1/s: higher); any other measured figure must say it, or is a constant of
+        the experiment (hpml.setting). A figure nobody judges would pass every comparison.
 
         With `exact=True` the figure is the same in every run of the same code (a count, a
         compile-time resource, a yes/no finding): a comparison judges any change beyond its
@@ -98,6 +131,7 @@ class Recorder:
         is judged with its evidence: per-sample values scale with the time (lower is better)
         or with its inverse (higher is better), and its verdict follows the timing's.
         """
+        better = direction(name, unit, better)
         if tolerance is None:
             tolerance = self.context.tolerance
         derived_from = None
@@ -257,7 +291,8 @@ class Recorder:
             self.setting("sample_interval", interval, unit="s")
             for name, values in sampler.values.items():
                 if values:
-                    self.record(name, sampler.mean(name), unit=sampler.units[name],
+                    # Utilization has no better direction: shown with its series, not judged.
+                    self.record(name, sampler.mean(name), unit=sampler.units[name], better=None,
                                 samples=list(values))
             for error in sampler.errors:
                 self._record.warnings.append(f"utilization: {error}")

@@ -51,6 +51,7 @@ def hpml(request: pytest.FixtureRequest) -> Hpml:
         device=device,
         views=_views(item),
         expected_missing=_expected_missing(item),
+        test=item.nodeid,
     )
     fixture = Hpml(context, record, plots=config.option.hpml_plots,
                    say=run_of(config).say_once)
@@ -61,12 +62,15 @@ def hpml(request: pytest.FixtureRequest) -> Hpml:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator:
     report = yield
-    fixture = fixture_of(item)
-    if call.when == "call" and fixture is not None:
-        records = fixture.records()
-        # Judged before they are serialized: the verdicts travel with the records.
+    if call.when == "call":
+        fixture = fixture_of(item)
+        # Every test is judged, one that made no records too: the baseline may hold rows of
+        # it that it no longer makes.
+        records = fixture.records() if fixture is not None else []
         item.ihook.pytest_hpml_judge(item=item, report=report, records=records)
-        report.hpml_records = [r.to_dict() for r in records]
+        if records:
+            # Judged before they are serialized: the verdicts travel with the records.
+            report.hpml_records = [r.to_dict() for r in records]
     return report
 
 

@@ -129,6 +129,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not is_controller(config):
         return
     run = run_of(config)
+    config.hook.pytest_hpml_finish(session=session)
     # Files list rows as the tables do, not in the order xdist workers happened to finish.
     run.records = tables.in_report_order(run.records)
     failed = False
@@ -157,6 +158,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if config.option.hpml_report is not None and run.records:
         tr.write_sep("=", f"hpml report (profile {profile_of(config)})")
         tr.write(tables.render(tables.build_tables(run.records, config.option.hpml_compare)))
+    elif config.option.hpml_compare:
+        # No table printed: the verdicts a reader must see, one line each.
+        for line in tables.verdict_lines(run.records):
+            tr.write_line(f"hpml: {line}")
     for message in run.messages:
         tr.write_line(f"hpml: {message}")
     for path in run.written:

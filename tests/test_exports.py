@@ -17,7 +17,7 @@ EXPERIMENT = """
     def test_kernel(hpml, n):
         hpml.record("time", 2e-3 * n, unit="s", better="lower", samples=[1e-3 * n, 3e-3 * n])
         hpml.record("bandwidth", 5e11 * n, unit="B/s", better="higher")
-        hpml.record("parameters", 42)  # no direction: not a benchmark series
+        hpml.record("parameters", 42, better=None)  # no direction: not a benchmark series
 """
 
 

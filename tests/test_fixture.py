@@ -51,24 +51,24 @@ EXPERIMENT = """
                         note="allocator")
         assert m.tolerance == 0.5
         hpml.record("accuracy", 0.9, unit="%", better="higher")
-        hpml.record("parameters", 1234)  # informational: no direction
+        hpml.record("parameters", 1234, better=None)  # informational: no direction
         hpml.record("accuracy", 0.95, unit="%", better="higher")  # the last one wins
         with pytest.raises(ValueError, match="better must be"):
             hpml.record("x", 1.0, better="up")
         with pytest.raises(TypeError, match="must be a number"):
-            hpml.record("x", "fast")
+            hpml.record("x", "fast", better="lower")
 
     @pytest.mark.hpml(tolerance=0.3)
     def test_marker_tolerance(hpml):
         assert hpml.record("t", 1.0, unit="s", better="lower").tolerance == 0.3
-        assert hpml.record("u", 1.0, tolerance=0.05).tolerance == 0.05
+        assert hpml.record("u", 1.0, better="lower", tolerance=0.05).tolerance == 0.05
 
     def test_rows_and_params(hpml):
         hpml.experiment = "Layers"
         hpml.param(data="synthetic-MNIST")
         for layer, size in [("conv1", 10), ("fc", 20)]:
             with hpml.row(layer=layer) as r:
-                r.record("weights", size, unit="B")
+                r.record("weights", size, unit="B", better=None)
         assert hpml.plot_path("x.png") is None  # no --hpml-plots
         assert hpml.profile in ("quick", "full")
         assert hpml.device.type == "cpu"
@@ -122,7 +122,7 @@ def test_rows_of_a_parametrized_test_keep_their_params(pytester: pytest.Pytester
         def test_steps(hpml, batch):
             for step in range(2):
                 with hpml.row(step=step) as r:
-                    r.record("loss", batch + step)
+                    r.record("loss", batch + step, better="lower")
         """
     )
     _, document = run_with_json(pytester)
