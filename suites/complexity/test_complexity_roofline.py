@@ -43,7 +43,7 @@ def test_roofline(hpml, device: str, model: str, batch: int) -> None:
     achieved = hpml.record_flops("achieved_flops", case.flops, timing).value
     hpml.param(image=case.image_size,
                bound="memory" if intensity < ridge_point(peak, bandwidth) else "compute")
-    hpml.record("arithmetic_intensity", intensity, unit="FLOP/B")
+    hpml.record("arithmetic_intensity", intensity, unit="FLOP/B", better=None, exact=True)
     hpml.setting("peak_flops", peak, unit="FLOP/s", note="peak_flops: the measured fp32 matmul "
                  "ceiling")
     hpml.setting("peak_bandwidth", bandwidth, unit="B/s", note="peak_bandwidth: the measured "

@@ -43,7 +43,7 @@ def test_epoch_time_vs_batch_size(hpml, device, batch, lab):
     hpml.record("loader_wait", epoch.loader_wait, unit="s",
                 note="loader_wait: time spent waiting for the DataLoader, outside training_time")
     if results[0].peak_memory is not None:
-        hpml.record("peak_memory", results[0].peak_memory, unit="B")
+        hpml.record("peak_memory", results[0].peak_memory, unit="B", better="lower")
     # One epoch is the whole training set, once, in steps of `batch` (the last may be smaller).
     assert epoch.samples == (data.train_images or SIZES["train"]["CIFAR-10"])
     assert len(epoch.step_times) == -(-epoch.samples // batch)

@@ -61,7 +61,7 @@ def test_speedup_weak_and_strong_scaling(hpml, device, workers, batch, scaling, 
     hpml.record("efficiency", efficiency(gain, workers), unit="",
                 better="higher", note="efficiency: speedup / workers (1 = perfect scaling)")
     hpml.record("rank_imbalance", 100 * imbalance(times), unit="%",
-                note="rank_imbalance: (slowest - fastest worker's epoch) / slowest")
+                note="rank_imbalance: (slowest - fastest worker's epoch) / slowest", better="lower")
     hpml.record("fastest_worker_time", min(times), unit="s")
     if scaling == "weak" and batch in PUBLISHED_EPOCH_TIME:
         with hpml.row(measured_on="published: seed report 001 (GPUs)") as ref:

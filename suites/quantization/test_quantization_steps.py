@@ -62,10 +62,10 @@ def test_step_a_visualize_weights(hpml, device, lab):
         assert counts.sum().item() == weight.numel(), f"{name}: histogram lost values"
         with hpml.row(layer=name) as row:
             for key in ("min", "max", "mean", "std"):
-                row.record(f"w_{key}", getattr(stats, key))
-            row.record("w_3sigma_low", lo)
-            row.record("w_3sigma_high", hi)
-            row.record("w_within_3sigma", 100 * inside, unit="%")
+                row.record(f"w_{key}", getattr(stats, key), better=None)
+            row.record("w_3sigma_low", lo, better=None)
+            row.record("w_3sigma_high", hi, better=None)
+            row.record("w_within_3sigma", 100 * inside, unit="%", better=None)
         histogram(hpml.plot_path(f"quantization_weights_{name}.png"), weight, stats,
                   f"{name} weights ({lab.source})")
 
@@ -100,9 +100,9 @@ def test_step_c_visualize_activations(hpml, device, lab):
         clip = absmax_percentile(values, PERCENTILE).item()
         with hpml.row(layer=name) as row:
             for key in ("min", "max", "mean", "std"):
-                row.record(f"in_{key}", getattr(stats, key))
-            row.record("in_3sigma_high", stats.three_sigma[1])
-            row.record(f"in_abs_p{PERCENTILE}", clip)
+                row.record(f"in_{key}", getattr(stats, key), better=None)
+            row.record("in_3sigma_high", stats.three_sigma[1], better=None)
+            row.record(f"in_abs_p{PERCENTILE}", clip, better=None)
         histogram(hpml.plot_path(f"quantization_activations_{name}.png"), values, stats,
                   f"{name} input on {len(lab.calibration_images)} calibration images",
                   {f"p{PERCENTILE} |x|": clip})
