@@ -10,6 +10,7 @@ import pytest
 from torch import device as torch_device
 
 from pytest_hpml.measure.clocks import (
+    Call,
     CpuClock,
     CudaClock,
     calibrate_cycles_per_second,
@@ -155,11 +156,54 @@ def test_timing_fields() -> None:
     assert "median=3000 ms" in repr(t)
 
 
-def test_cpu_clock_repeats_very_short_calls_inside_a_sample() -> None:
-    ticks = itertools.count(0, 1000)  # 1 us per call to the fake perf_counter_ns
-    clock = CpuClock(now_ns=lambda: next(ticks))
-    out = clock.run(lambda: None, count=3, inner=4)
-    assert out == [pytest.approx(1e-6 / 4)] * 3  # per call, not per sample
+class TickingNow:
+    """A fake perf_counter_ns: each reading costs `read_ns`, each timed call `call_ns`."""
+
+    def __init__(self, read_ns: int, call_ns: int) -> None:
+        self.ns, self.read_ns, self.call_ns = 0, read_ns, call_ns
+
+    def __call__(self) -> int:
+        self.ns += self.read_ns
+        return self.ns
+
+    def call(self, *args: Any, **kwargs: Any) -> tuple:
+        self.ns += self.call_ns
+        return args, kwargs
+
+
+def test_cpu_clock_repeats_very_short_calls_inside_a_sample_and_takes_out_its_reads() -> None:
+    now = TickingNow(read_ns=80, call_ns=1000)
+    clock = CpuClock(now_ns=now)
+    out = clock.run(now.call, count=3, inner=4)
+    # 4 calls of 1 us between two readings of the clock: per call, with the 80 ns that one
+    # reading costs (measured by the clock itself) taken out.
+    assert clock.overhead_ns == 80
+    assert out == [pytest.approx(1e-6)] * 3
+    # Left in, the reading would add 80 ns / 4 calls to every call.
+    left_in = CpuClock(now_ns=now, overhead_ns=0).run(now.call, count=1, inner=4)
+    assert left_in == [pytest.approx(1e-6 + 80e-9 / 4)]
+
+
+def test_the_compiled_call_passes_arguments_and_keeps_the_last_result() -> None:
+    seen = []
+
+    def fn(a: int, b: int, *, out: list, **rest: Any) -> int:
+        seen.append((a, b, rest))
+        out.append(a + b)
+        return len(out)
+
+    sink: list[int] = []
+    for kwargs in ({"out": sink}, {"out": sink, "not-an-identifier": 1}):
+        seen.clear()
+        call = Call(fn, (1, 2), kwargs)
+        loop, arguments = call.loop()
+        before = len(sink)
+        assert loop(5, *arguments) == before + 5  # the fifth call's result
+        assert len(seen) == 5 and seen[0][:2] == (1, 2)
+    assert seen[0][2] == {"not-an-identifier": 1}  # a name source cannot hold still passes
+    clock = CpuClock(overhead_ns=0)
+    clock.run(Call(fn, (3, 4), {"out": sink}), count=2, inner=3)
+    assert sink[-6:] == [7] * 6
 
 
 def test_cpu_calls_below_the_clock_resolution_are_batched() -> None:
@@ -167,8 +211,32 @@ def test_cpu_calls_below_the_clock_resolution_are_batched() -> None:
     timing = measure(lambda: None, clock=clock, wall_ns=clock.wall_ns,
                      config=TimingConfig(min_samples=10, max_time=100.0))
     assert timing.inner >= 200  # >= 20 us per sample
-    assert all(inner == timing.inner for _, inner in clock.runs[1:])
+    # After the warm-up, rounds of growing calls per sample choose it; then every batch uses it.
+    sizes = [inner for _, inner in clock.runs[1:]]
+    assert sizes == sorted(sizes) and sizes[-1] == timing.inner
     assert timing.median == pytest.approx(1e-7)
+
+
+def test_calls_per_sample_are_chosen_from_the_steady_state_not_the_first_call() -> None:
+    # The first call of an op is slow (lazy initialization: 5 ms), the next ones take 1 us: the
+    # calls per sample come from timed samples after it. Chosen from the warm-up, as before,
+    # a 1 us call got one call per sample and the harness's cost in every sample.
+    clock = FakeClock(itertools.chain([5e-3], itertools.repeat(1e-6)))
+    timing = measure(lambda: None, clock=clock, wall_ns=clock.wall_ns,
+                     config=TimingConfig(min_samples=10, max_time=100.0,
+                                         min_sample_time=20e-6))
+    assert timing.inner * 1e-6 >= 20e-6
+    assert timing.inner <= 2 * 1.25 * 20  # not far beyond what 20 us needs
+    assert timing.median == pytest.approx(1e-6)
+
+
+def test_a_long_call_is_not_called_again_to_choose_its_calls_per_sample() -> None:
+    # A 1 s call: one sample of one call shows it is long enough, and that sample is kept.
+    clock = FakeClock(itertools.repeat(1.0))
+    calls = []
+    timing = measure(lambda: calls.append(1), clock=clock, wall_ns=clock.wall_ns,
+                     config=TimingConfig(min_samples=3, max_time=100.0))
+    assert timing.inner == 1 and len(calls) == 1 + timing.n
 
 
 # -- CUDA: events around each sample, one synchronize per batch, L2 flush outside ------------

@@ -8,8 +8,13 @@ CUDA clock takes its event API as arguments so its logic runs on a CPU with fake
 
 from __future__ import annotations
 
+import gc
+import keyword
+import statistics
 import time
 from collections.abc import Callable
+from functools import cache
+from itertools import repeat
 from typing import Any, Literal, Protocol
 
 ClockKind = Literal["device", "host"]
@@ -23,21 +28,115 @@ class Clock(Protocol):
     def run(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]: ...
 
 
+@cache
+def _loop_of(positional: int, keywords: tuple[str, ...]) -> Callable[..., Any]:
+    """A function that calls fn(a0, ..., name=k0, ...) n times and returns the last result,
+    compiled for this shape of arguments as timeit compiles its statement: a sample then costs
+    n calls of fn and n iterations of a C-level loop, and nothing of the harness's own (no
+    closure, no argument tuple unpacked per call). The first n - 1 results are dropped at once,
+    as a statement's are, so the allocator sees what it sees in timeit."""
+    names = [f"_a{i}" for i in range(positional)] + [f"_k{i}" for i in range(len(keywords))]
+    arguments = [f"_a{i}" for i in range(positional)] + [
+        f"{name}=_k{i}" for i, name in enumerate(keywords)]
+    call = f"_fn({', '.join(arguments)})"
+    source = (f"def loop(_n, _fn{''.join(', ' + n for n in names)}):\n"
+              f"    for _ in _repeat(None, _n - 1):\n"
+              f"        {call}\n"
+              f"    return {call}\n")
+    namespace: dict[str, Any] = {"_repeat": repeat}
+    exec(compile(source, "<pytest-hpml timed call>", "exec"), namespace)  # noqa: S102
+    return namespace["loop"]
+
+
+def _generic_loop(n: int, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """The loop for keyword names that cannot be written in source (not identifiers)."""
+    for _ in repeat(None, n - 1):
+        fn(*args, **kwargs)
+    return fn(*args, **kwargs)
+
+
+class Call:
+    """fn(*args, **kwargs), the statement a timing times; `result` holds its last result.
+
+    Calling it runs fn once (the CUDA clock, warm-up); `loop()` gives the compiled loop the
+    CPU clock runs a sample with."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None
+                 ) -> None:
+        self.fn = fn
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs or {})
+        self.result: Any = None
+
+    def __call__(self) -> Any:
+        self.result = self.fn(*self.args, **self.kwargs)
+        return self.result
+
+    def loop(self) -> tuple[Callable[..., Any], tuple]:
+        """(loop, its arguments after n): loop(n, *arguments) makes n calls, returns the last
+        result."""
+        names = tuple(self.kwargs)
+        if all(n.isidentifier() and not keyword.iskeyword(n) for n in names) \
+                and len(self.args) + len(names) < 200:
+            return _loop_of(len(self.args), names), (self.fn, *self.args,
+                                                     *self.kwargs.values())
+        return _generic_loop, (self.fn, self.args, self.kwargs)
+
+
+def as_call(fn: Callable[[], Any]) -> Call:
+    return fn if isinstance(fn, Call) else Call(fn)
+
+
+def clock_read_cost(now_ns: Callable[[], int], reads: int = 201) -> float:
+    """Nanoseconds a sample's two clock readings add to it: the median gap between two
+    back-to-back readings (the time from the first reading's sample point to its return, plus
+    the second's up to its sample point, is one reading's cost)."""
+    gaps = []
+    for _ in range(reads):
+        first = now_ns()
+        gaps.append(now_ns() - first)
+    return float(statistics.median(gaps))
+
+
 class CpuClock:
-    """The host's wall clock: CPU work, and whole programs that end synchronized with a GPU."""
+    """The host's wall clock: CPU work, and whole programs that end synchronized with a GPU.
+
+    A sample is `inner` calls in the compiled loop of `Call`, between two readings of the
+    clock; the readings' own cost (measured once per clock) is taken out of it, and the
+    sampler picks `inner` so that what remains of the harness (one call into the loop) is a
+    small share of a sample. The garbage collector is paused during a batch, as timeit pauses
+    it: a collection that some other code's garbage triggers is not the timed call's cost.
+    """
 
     device = "cpu"
 
-    def __init__(self, now_ns: Callable[[], int] = time.perf_counter_ns) -> None:
+    def __init__(self, now_ns: Callable[[], int] = time.perf_counter_ns,
+                 overhead_ns: float | None = None) -> None:
         self._now_ns = now_ns
+        #: What two readings of the clock add to a sample, in ns (None: measure it first).
+        self.overhead_ns = overhead_ns
 
     def run(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]:
+        call = as_call(fn)
+        now = self._now_ns
+        if self.overhead_ns is None:
+            self.overhead_ns = clock_read_cost(now)
+        overhead = self.overhead_ns
+        loop, arguments = call.loop()
         out = []
-        for _ in range(count):
-            start = self._now_ns()
-            for _ in range(inner):
-                fn()
-            out.append((self._now_ns() - start) / 1e9 / inner)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for _ in range(count):
+                call.result = None  # the previous result is freed outside the sample
+                start = now()
+                result = loop(inner, *arguments)
+                end = now()
+                call.result = result
+                out.append(max(end - start - overhead, 0.0) / 1e9 / inner)
+        finally:
+            if collecting:
+                gc.enable()
         return out
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_hpml.measure.clocks import Clock
+from pytest_hpml.measure.clocks import Call, Clock
 from pytest_hpml.measure.stats import Summary, noise_ratio, summarize
 
 #: The sampling time cap per profile: quick runs are smoke runs of the labs on a small CPU.
@@ -128,6 +128,33 @@ class Timing:
                 f"device={self.device})")
 
 
+#: A call whose one-call sample took under this many times min_sample_time is sampled twice
+#: when choosing calls per sample: a second call may still be slower than the steady state.
+RECHECK_BELOW = 50
+#: Most rounds of choosing the calls per sample (each at least doubles them).
+CALIBRATION_ROUNDS = 12
+
+
+def calls_per_sample(clock: Clock, call: Call, min_sample_time: float, first_guess: float
+                     ) -> tuple[int, list[float]]:
+    """How many calls a CPU sample repeats so that it lasts at least `min_sample_time`, chosen
+    from timed samples after the warm-up (as timeit's autorange does), never from the warm-up
+    calls: the first call of an op (lazy initialization, allocation) can be a thousand times
+    slower than the next, and judged by it a 1 us call got one call per sample. Returns the
+    calls per sample and the samples taken with it, which are real samples."""
+    inner = 1
+    for _ in range(CALIBRATION_ROUNDS):
+        cheap = inner > 1 or first_guess < RECHECK_BELOW * min_sample_time
+        taken = clock.run(call, 2 if cheap else 1, inner)
+        per_call = min(taken)
+        first_guess = per_call
+        if per_call * inner >= min_sample_time:
+            return inner, taken
+        # Aim a quarter above the target, so noise does not leave the next round short.
+        inner = max(2 * inner, math.ceil(1.25 * min_sample_time / max(per_call, 1e-9)))
+    return inner, []
+
+
 def measure(
     fn: Callable[..., Any],
     args: tuple = (),
@@ -138,37 +165,32 @@ def measure(
     wall_ns: Callable[[], int] = time.perf_counter_ns,
 ) -> Timing:
     """Warm up, then sample in batches until the relative standard error or the cap says stop."""
-    kwargs = kwargs or {}
-    last: list[Any] = [None]
-
-    def call() -> Any:
-        last[0] = fn(*args, **kwargs)
-
+    call = Call(fn, args, kwargs)
     warm = clock.run(call, config.warmup, 1)
     inner = 1
+    samples: list[float] = []
+    started = wall_ns()  # choosing the calls per sample is part of the sampling time
     flushes = bool(getattr(clock, "flushes_l2", False))
-    if not flushes and clock.device == "cpu":
-        # Later warm-up calls show the steady state; with one warm-up call the first (slow)
-        # call is all there is, which errs towards fewer repeats, never towards more.
-        fastest_warm = min(warm[1:] or warm)
-        if fastest_warm < config.min_sample_time:
-            # perf_counter's resolution and call overhead dominate sub-20 us calls.
-            inner = max(1, math.ceil(config.min_sample_time / max(fastest_warm, 1e-9)))
+    if not flushes and clock.device == "cpu" and config.min_sample_time > 0:
+        # perf_counter's resolution and its own cost dominate calls of a few microseconds:
+        # they are repeated inside a sample until it lasts min_sample_time.
+        inner, samples = calls_per_sample(clock, call, config.min_sample_time,
+                                          min(warm[1:] or warm))
 
     warnings: list[str] = []
-    batch = config.min_samples
     # A call so long that min_samples of them overrun the cap: the cap lowers the first
     # batch, down to the floor (a 5 s call must not take 55 s in a 0.5 s quick cap). A slow
     # first call (compilation) only shrinks the first batch: later ones grow again.
-    per_call = min(warm)
-    if per_call * config.min_samples > config.max_time:
-        batch = min(config.min_samples,
-                    max(MIN_SAMPLES_FLOOR, int(config.max_time / max(per_call, 1e-12))))
+    per_call = min(warm + samples)
+    wanted = config.min_samples
+    if per_call * inner * config.min_samples > config.max_time:
+        wanted = min(config.min_samples,
+                     max(MIN_SAMPLES_FLOOR, int(config.max_time / max(per_call * inner, 1e-12))))
+    batch = max(0, wanted - len(samples))
 
-    samples: list[float] = []
-    started = wall_ns()
     while True:
-        samples.extend(clock.run(call, batch, inner))
+        if batch:
+            samples.extend(clock.run(call, batch, inner))
         elapsed = (wall_ns() - started) / 1e9
         if len(samples) >= config.max_samples or elapsed >= config.max_time:
             break
@@ -176,10 +198,10 @@ def measure(
             s = summarize(samples)
             if s.relative_standard_error <= config.target_rse:
                 break
-        per_sample = elapsed / max(len(samples), 1)
+        per_sample = elapsed / max(len(samples), 1) if elapsed > 0 else per_call * inner
         remaining = config.max_time - elapsed
         # Grow batches so the synchronize and bookkeeping stay a small share of the time.
-        batch = max(1, min(len(samples), int(remaining / max(per_sample, 1e-9)) + 1,
+        batch = max(1, min(max(len(samples), 1), int(remaining / max(per_sample, 1e-9)) + 1,
                            config.max_samples - len(samples)))
 
     if len(samples) < config.min_samples:
@@ -191,7 +213,7 @@ def measure(
     warnings += getattr(clock, "warnings", list)()
     # cold_l2 says what happened: a host clock never flushes, whatever the test asked for.
     timing = Timing(samples=samples, device=clock.device, inner=inner, cold_l2=flushes,
-                    warnings=warnings, result=last[0],
+                    warnings=warnings, result=call.result,
                     yardstick=getattr(clock, "yardstick_seconds", None))
     ratio = noise_ratio(timing.summary)
     if ratio is not None:
