@@ -12,7 +12,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_hpml.compare.verdicts import compare_results, read_results
+    from pytest_hpml.compare.results_files import compare_results, read_results
     from pytest_hpml.fixture import Hpml
     from pytest_hpml.measure.timing import Timing, TimingConfig
     from pytest_hpml.recorder import OutOfMemory, Recorder, is_out_of_memory
@@ -27,9 +27,9 @@ _EXPORTS = {
     "Recorder": "pytest_hpml.recorder",
     "Timing": "pytest_hpml.measure.timing",
     "TimingConfig": "pytest_hpml.measure.timing",
-    "compare_results": "pytest_hpml.compare.verdicts",
+    "compare_results": "pytest_hpml.compare.results_files",
     "precisions": "pytest_hpml.selection",
-    "read_results": "pytest_hpml.compare.verdicts",
+    "read_results": "pytest_hpml.compare.results_files",
     "Verdict": "pytest_hpml.results",
     "is_out_of_memory": "pytest_hpml.recorder",
 }

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpml.compare import baselines, confirm, suite, verdicts
+from pytest_hpml.compare import baselines, confirm, noise, suite, verdicts
 from pytest_hpml.machine.fingerprint import fingerprint, machine_key, software_changes
 from pytest_hpml.policy import marker_options, positive
 from pytest_hpml.report.files import Output
@@ -37,6 +37,8 @@ class Comparison:
         self.processes: int = opt.hpml_baseline_processes
         self.tolerance: float = opt.hpml_tolerance
         self.alpha: float = opt.hpml_alpha
+        self.drift: float = opt.hpml_drift
+        self.max_detectable: float | None = opt.hpml_max_detectable or None
         self.require: bool = opt.hpml_require_baseline
         self.prune: bool = opt.hpml_prune_baseline
         self.directory = Path(opt.hpml_baselines or Path(config.rootpath, "baselines"))
@@ -102,7 +104,8 @@ class Comparison:
         old = self.baseline.metrics_for(record.id) if self.baseline else {}
         record.metrics = [m for m in record.metrics if verdicts.outcome(m) != "missing"]
         record.metrics.extend(verdicts.compare_record(record, old, self.tolerance, self.alpha,
-                                                      can_confirm))
+                                                      can_confirm, drift=self.drift,
+                                                      max_detectable=self.max_detectable))
 
     def measure_again(self, item: pytest.Item, records: list[Record], processes: int,
                       why: str) -> None:
@@ -190,9 +193,12 @@ class Comparison:
             self.ran.add(report.nodeid)
 
     def finish(self, session: pytest.Session) -> None:
-        """At the end of the run (controller): rows the baseline holds of tests that are gone
-        from a sweep fail the run; rows of tests gone from the suite are said once, and a save
-        drops them only with --hpml-prune-baseline."""
+        """At the end of the run (controller): blind spots are said; rows the baseline holds of
+        tests that are gone from a sweep fail the run; rows of tests gone from the suite are
+        said once, and a save drops them only with --hpml-prune-baseline."""
+        if self.config.option.hpml_report is None:  # a report's table notes them already
+            for line in verdicts.blind_spots(self.run.records):
+                self.run.say_once(line)
         if self.baseline is None:
             return
         produced = {r.id for r in self.run.records
@@ -235,7 +241,8 @@ class Comparison:
             return []
         policy = baselines.MergePolicy(
             keep=self.keep, reset=self.reset, prune=self.pruned,
-            judge=lambda new, old: verdicts.compare_metric(new, old, self.tolerance, self.alpha),
+            judge=lambda new, old: verdicts.compare_metric(new, old, self.tolerance, self.alpha,
+                                                           drift=self.drift),
             when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
         saved = baselines.save(self.path, fingerprint(), self.profile, passed, policy)
         if saved.levels:
@@ -310,6 +317,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                metavar="P",
                help="significance level of a verdict: a change must be this unlikely under "
                     f"the noise this machine has shown ({verdicts.DEFAULT_ALPHA})")
+    add_option(parser, "--hpml-drift", pin=True, type=fraction, default=noise.DEFAULT_DRIFT,
+               metavar="FRACTION",
+               help="drift of a time or a rate between occasions (the machine's speed an hour "
+                    "later) assumed until a metric's baseline holds saves from "
+                    f"{noise.DRIFT_MIN_SAVES} occasions, from which it is learned "
+                    f"({noise.DEFAULT_DRIFT}; 0: none)")
+    add_option(parser, "--hpml-max-detectable", pin=True, type=fraction,
+               default=verdicts.DEFAULT_MAX_DETECTABLE, metavar="FRACTION",
+               help="a metric whose detectable change exceeds this is a blind spot, said in "
+                    "the summary and the report with what would narrow it "
+                    f"({verdicts.DEFAULT_MAX_DETECTABLE}; 0: never said)")
     add_option(parser, "--hpml-confirm", pin=True, type=int, default=DEFAULT_CONFIRMATIONS,
                metavar="N",
                help="fresh processes that measure a suspected regression again before it "

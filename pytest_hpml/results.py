@@ -36,6 +36,9 @@ class Verdict:
     p_value: float | None = None  # of the rank test, where one was run
     # The stored level's last accepted change, in words: "accepted on DATE: before -> after".
     accepted: str | None = None
+    # A blind spot: the detectable change exceeds --hpml-max-detectable; what it cannot see
+    # and what would narrow it, in words.
+    blind: str | None = None
 
     def __post_init__(self) -> None:
         if self.outcome not in VERDICTS:
@@ -78,10 +81,13 @@ class Metric:
     # measured, and relative to each process's yardstick.
     runs: list[float] | None = None
     relative_runs: list[float] | None = None
-    # Baselines only: the values of the last runs, oldest first; as measured, and relative;
+    # Baselines only: the values of the last runs, oldest first; as measured, and relative
+    # (the tail of the runs as measured that timed the yardstick); how many values each save
+    # added, oldest first (each save is one occasion: the drift between them is learned);
     # and the changes a save accepted, oldest first: {"on": ISO date, "before", "after"}.
     history: list[float] | None = None
     relative_history: list[float] | None = None
+    history_saves: list[int] | None = None
     accepted: list[dict[str, Any]] | None = None
     # Made by a comparison with a baseline; absent otherwise.
     verdict: Verdict | None = None

@@ -30,8 +30,9 @@ from pytest_hpml.results import Metric, Record, Verdict, json_safe, measured_fig
 SCHEMA = "pytest-hpml/baseline/2"
 #: Files written before the history was kept: still read, as one run each.
 OLD_SCHEMAS = ("pytest-hpml/baseline/1",)
-#: Runs of history kept per metric (the last ones); --hpml-baseline-runs changes it.
-DEFAULT_KEEP = 10
+#: Runs of history kept per metric (the last ones); --hpml-baseline-runs changes it. Ten saves
+#: of three processes: enough occasions to learn the drift between them (compare/noise.py).
+DEFAULT_KEEP = 30
 
 try:  # POSIX file locks; elsewhere saves are atomic but not serialized
     import fcntl
@@ -97,6 +98,11 @@ def _check_metric(path: Path, record_id: str, m: Any) -> None:
             bad = values if not isinstance(values, list) else next(
                 v for v in values if not _finite_number(v))
             raise _damaged(path, f"{where}: {key} hold {bad!r}, not a finite number")
+    saves = m.get("history_saves")
+    if saves is not None and not (isinstance(saves, list) and all(
+            isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in saves)):
+        raise _damaged(path, f"{where}: history_saves holds {saves!r}, not counts of values "
+                             "(integers > 0)")
     accepted = m.get("accepted")
     if accepted is not None and not (isinstance(accepted, list) and all(
             isinstance(a, dict) and isinstance(a.get("on"), str) and _finite_number(
@@ -219,24 +225,51 @@ def _merged_metric(new: Metric, old: dict[str, Any] | None, policy: MergePolicy
         accepted.append({"on": policy.when, "before": level.baseline, "after": after})
         old = None  # the history starts at the new level
     # Every process of this run is one run of history: the spread between them is the noise
-    # the next comparison weighs a change against.
+    # the next comparison weighs a change against; this save is one occasion of the history.
     history = list(old.get("history") or [old["value"]]) if old else []
     fresh = [v for v in new.runs or [] if math.isfinite(v)]
-    history = (history + fresh + [new.value])[-policy.keep:]
+    added = [*fresh, new.value]
+    saves = _save_counts(old, len(history))
+    history = (history + added)[-policy.keep:]
+    saves = _trimmed(saves + [len(added)], len(history))
     relative_history = None
-    if new.relative is not None:
-        # Relative to the yardstick: only runs that timed it, so the series restarts when a
-        # run did not.
+    relative_added = [v for v in new.relative_runs or [] if math.isfinite(v)]
+    if new.relative is not None and len(relative_added) == len(fresh):
+        # Relative to the yardstick: only while every run timed it, so that it stays the tail
+        # of the history as measured, run for run; it restarts after a run that did not.
         relative = list(old.get("relative_history") or []) if old else []
-        fresh = [v for v in new.relative_runs or [] if math.isfinite(v)]
-        relative_history = (relative + fresh + [new.relative])[-policy.keep:]
+        relative_history = (relative + relative_added + [new.relative])[-policy.keep:]
     stored = replace(new, verdict=None, runs=None, relative_runs=None, history=history,
-                     relative_history=relative_history, accepted=accepted or None)
+                     relative_history=relative_history, history_saves=saves,
+                     accepted=accepted or None)
     said = None
     if level is not None:
         said = f"{level.baseline:.6g} -> {accepted[-1]['after']:.6g} {new.unit}".rstrip() + \
             f" ({level.outcome})"
     return stored.to_dict(), said
+
+
+def _save_counts(old: dict[str, Any] | None, stored: int) -> list[int]:
+    """The values each earlier save added, oldest first; values of a file written before saves
+    were counted make one occasion."""
+    if not old or not stored:
+        return []
+    counts = [int(c) for c in old.get("history_saves") or []]
+    unaccounted = stored - sum(counts)
+    return ([unaccounted] if unaccounted > 0 else []) + counts
+
+
+def _trimmed(counts: list[int], kept: int) -> list[int]:
+    """The save counts of the last `kept` values: the oldest saves lose what was dropped."""
+    excess = sum(counts) - kept
+    out = list(counts)
+    while excess > 0 and out:
+        take = min(excess, out[0])
+        out[0] -= take
+        excess -= take
+        if out[0] == 0:
+            out.pop(0)
+    return out
 
 
 def merge(existing: dict[str, dict[str, Any]], records: list[Record],

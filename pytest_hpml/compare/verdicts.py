@@ -4,18 +4,28 @@ verdict rests on.
 The speed of the same code differs between processes (allocator state, thread scheduling,
 clocks), and samples from one process say nothing about that: two processes running identical
 code get rank-test p-values of 1e-60. So a verdict weighs the change against every source of
-noise this machine has shown for the metric:
+noise this machine has shown for the metric (pytest_hpml.compare.noise):
 
 - within-run: the uncertainty of each run's median (its notch, 1.57 IQR / sqrt(n));
-- between-run: the spread of the medians of separate processes, from the baseline's history
-  (its last runs) and from confirmation runs (the test run again in fresh processes);
+- between processes measured together: the baseline's saves, and this run's processes (the
+  test's own and its confirmations in fresh processes);
+- between occasions: the day's drift, learned from the saves in the history, assumed until
+  then (--hpml-drift);
 - the tolerance: a change the user declared unimportant.
 
 The smallest change the evidence can separate from noise is the minimum detectable change
 (MDC). A change within the tolerance is `unchanged`; beyond the MDC it is `regressed` or
 `improved`, however noisy the runs were; between the two it is `ambiguous`, and the basis says
 how large it would have to be to be caught. A worse change that only one process has shown is
-`suspect`: --hpml-compare confirms it in fresh processes before the verdict is final.
+`suspect`: --hpml-compare confirms it in fresh processes before the verdict is final. A metric
+whose MDC exceeds --hpml-max-detectable is a blind spot, and its verdict says so.
+
+Relative to the machine's yardstick: a CPU timing may be judged relative to a memcpy timed
+between its samples, and only where the stored history shows that the yardstick tracks the
+metric (noise.yardstick_tracks); such a verdict never points the other way than the values as
+measured (a machine that slowed the yardstick and not the code must not make an unchanged
+metric `improved`): then the values as measured decide.
+
 Only measured metrics get verdicts: checks fail by their own limit in the run, references and
 settings are shown, never compared. A metric derived from a timing follows its timing's verdict.
 A metric the baseline has and the run lacks is `missing`, and fails unless the row expects it.
@@ -23,23 +33,33 @@ A metric the baseline has and the run lacks is `missing`, and fails unless the r
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass, replace
 from functools import partial
-from pathlib import Path
 
-from pytest_hpml.compare import baselines
-from pytest_hpml.measure.stats import mann_whitney_u, median_uncertainty, t_quantile
+from pytest_hpml.compare.noise import (
+    DEFAULT_DRIFT,
+    SPEED_UNITS,
+    Noise,
+    blind_spot,
+    estimate,
+    pct,
+    yardstick_tracks,
+)
+from pytest_hpml.measure.stats import mann_whitney_u, median_uncertainty
 from pytest_hpml.report.units import format_value
 from pytest_hpml.results import Metric, Record, Verdict
 
 DEFAULT_TOLERANCE = 0.10
 DEFAULT_ALPHA = 0.01
+#: A detectable change beyond this is a blind spot, flagged (--hpml-max-detectable).
+DEFAULT_MAX_DETECTABLE = 0.5
 MIN_SAMPLES_FOR_TEST = 9
 #: A verdict that needs fresh processes before it is final (never left on a finished run).
 SUSPECT = "suspect"
+#: The label of the series relative to the yardstick.
+RELATIVE = "relative to the machine's yardstick"
 
 
 def relative_change(old: float, new: float) -> float:
@@ -51,57 +71,13 @@ def relative_change(old: float, new: float) -> float:
 
 
 @dataclass(frozen=True)
-class Noise:
-    """How far apart runs of identical code land on this machine, for one metric."""
+class Rules:
+    """What a comparison holds a change to (the run's options), carried through a verdict."""
 
-    between: float | None  # stdev of ln(median) between processes; None: not known yet
-    dof: int  # degrees of freedom behind `between`
-    within: float  # combined relative uncertainty of the two medians compared
-
-    def describe(self, runs_now: int, runs_before: int) -> str:
-        parts = []
-        if self.between is not None:
-            parts.append(f"between-run spread {_pct(self.between)} from {runs_before} stored "
-                         f"and {runs_now} current process(es)")
-        else:
-            parts.append(f"between-run spread unknown ({runs_before} stored run, "
-                         f"{runs_now} current)")
-        if self.within:
-            parts.append(f"within-run {_pct(self.within)}")
-        return ", ".join(parts)
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
-
-
-def _logs(values: list[float]) -> list[float]:
-    return [math.log(v) for v in values if v > 0]
-
-
-def noise(history: list[float], now: list[float], current: Metric, base: Metric) -> Noise:
-    """Between-run spread pooled over the stored runs and the current processes (each group
-    with two or more medians contributes), and the within-run uncertainty of both medians."""
-    groups = [g for g in (_logs(history), _logs(now)) if len(g) >= 2]
-    dof = sum(len(g) - 1 for g in groups)
-    between = None
-    if dof:
-        pooled = sum(statistics.variance(g) * (len(g) - 1) for g in groups) / dof
-        between = math.sqrt(pooled)
-    within = math.hypot(median_uncertainty(current.samples or []),
-                        median_uncertainty(base.samples or []))
-    return Noise(between, dof, within)
-
-
-def minimum_detectable_change(n: Noise, runs_now: int, runs_before: int, tolerance: float,
-                              alpha: float) -> float:
-    """The smallest relative change the evidence separates from noise at level alpha."""
-    if n.between is not None:
-        se = n.between * math.sqrt(1 / runs_now + 1 / runs_before)
-        threshold = t_quantile(1 - alpha, n.dof) * se
-    else:
-        threshold = 3 * n.within  # one process on each side: the within-run view only
-    return max(tolerance, math.expm1(threshold))
+    tolerance: float = DEFAULT_TOLERANCE
+    alpha: float = DEFAULT_ALPHA
+    drift: float = DEFAULT_DRIFT  # assumed for times and rates until the history knows it
+    max_detectable: float | None = None  # flag blind spots beyond this MDC (None: never)
 
 
 @dataclass
@@ -110,6 +86,7 @@ class Evidence:
 
     label: str  # "" for the values as measured
     history: list[float]  # the baseline's runs
+    saves: list[int] | None  # values each save added to the history, oldest first
     now: list[float]  # this run's processes, the test's own first
     change: float = 0.0
     mdc: float = math.inf
@@ -118,23 +95,37 @@ class Evidence:
 
 def _series(current: Metric, base: Metric) -> list[Evidence]:
     """The values as measured, and, when both runs timed the machine's yardstick, the values
-    relative to it."""
-    found = [Evidence("", list(base.history or [base.value]),
+    relative to it (their history is the tail of the one as measured, save for save)."""
+    saves = base.history_saves if base.history else None
+    found = [Evidence("", list(base.history or [base.value]), saves,
                       [current.value, *(current.runs or [])])]
     base_relative = base.relative_history or ([base.relative] if base.relative else None)
     if current.relative is not None and base_relative:
-        found.append(Evidence("relative to the machine's yardstick", list(base_relative),
+        found.append(Evidence(RELATIVE, list(base_relative), saves,
                               [current.relative, *(current.relative_runs or [])]))
     return found
 
 
-def _weigh(e: Evidence, current: Metric, base: Metric, tol: float, alpha: float) -> Evidence:
+def _weigh(e: Evidence, current: Metric, base: Metric, tol: float, rules: Rules) -> Evidence:
     e.history = [v for v in e.history if math.isfinite(v)]
     if e.history:
         e.change = relative_change(statistics.median(e.history), statistics.median(e.now))
-        e.noise = noise(e.history, e.now, current, base)
-        e.mdc = minimum_detectable_change(e.noise, len(e.now), len(e.history), tol, alpha)
+        within = math.hypot(median_uncertainty(current.samples or []),
+                            median_uncertainty(base.samples or []))
+        drift = rules.drift if current.unit in SPEED_UNITS else 0.0
+        e.noise = estimate(e.history, e.saves, e.now, within, drift)
+        e.mdc = e.noise.mdc(tol, rules.alpha)
     return e
+
+
+def _tracking(raw: Evidence, rel: Evidence) -> tuple[bool, str]:
+    """Whether the yardstick tracks the metric over the runs that timed it: the stored ones
+    (the tail of the history) and this run's processes, each as measured and relative."""
+    stored = min(len(raw.history), len(rel.history))
+    now = len(rel.now) if len(rel.now) == len(raw.now) else 1
+    measured = raw.history[len(raw.history) - stored:] + raw.now[:now]
+    relative = rel.history[len(rel.history) - stored:] + rel.now[:now]
+    return yardstick_tracks(measured, relative)
 
 
 def reference_value(base: Metric) -> float:
@@ -156,18 +147,24 @@ def accepted_level(base: Metric) -> str | None:
 
 
 def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFAULT_TOLERANCE,
-                   alpha: float = DEFAULT_ALPHA, can_confirm: int = 0) -> Verdict | None:
+                   alpha: float = DEFAULT_ALPHA, can_confirm: int = 0, *,
+                   drift: float = DEFAULT_DRIFT, max_detectable: float | None = None
+                   ) -> Verdict | None:
     """The verdict of a measured metric against its stored counterpart (None for a metric that
     is not compared: a check, a reference, a setting). The values of fresh processes travel in
     current.runs. With can_confirm (the fresh processes a confirmation would add), a worse
     change beyond the tolerance comes back `suspect`, to be measured again before it is final,
-    unless the noise already known says no such confirmation could make it a regression."""
+    unless the noise already known says no such confirmation could make it a regression.
+    `drift`: assumed between occasions for a time or a rate until the history knows it;
+    `max_detectable`: a detectable change beyond it is a blind spot, said in the verdict."""
     if not current.compared:
         return None
     if base is None:
         return Verdict("new")
+    rules = Rules(tolerance, alpha, drift, max_detectable)
     exact = current.exact or base.exact
-    tol = current.tolerance if current.tolerance is not None else 0.0 if exact else tolerance
+    tol = current.tolerance if current.tolerance is not None else 0.0 if exact else \
+        rules.tolerance
     if not math.isfinite(current.value):
         # A number was recorded before and now there is none: the run is broken, whatever
         # the metric's direction.
@@ -175,26 +172,53 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
                        basis=f"the value is {current.value}, not a number as in the baseline")
     if exact:
         return _judge_exactly(current, base, tol)
-    # The series whose noise lets the smallest change through: relative to the yardstick where
-    # the machine's drift moved the code with it, as measured where it did not (a sleep, a GPU).
-    series = [_weigh(e, current, base, tol, alpha) for e in _series(current, base)]
-    e = min((x for x in series if x.noise is not None), key=lambda x: x.mdc, default=None)
+    raw, *relative = [_weigh(e, current, base, tol, rules) for e in _series(current, base)]
+    said = ""
+    if relative:
+        tracks, said = _tracking(raw, relative[0])
+        if not tracks or relative[0].noise is None:
+            relative = []
+    # Relative to the yardstick where it tracks the metric and lets a smaller change through.
+    e = min((x for x in (raw, *relative) if x.noise is not None), key=lambda x: x.mdc,
+            default=None)
     if e is None:  # an old baseline that stored NaN: nothing to compare with
         return Verdict("ambiguous", baseline=base.value,
                        basis="the baseline holds no number to compare with")
+    verdict = _judge(e, current, base, tol, rules, can_confirm,
+                     f"; {said}; judged as measured" if said and e is raw else "")
+    if e is not raw and verdict.outcome in ("regressed", "improved", SUSPECT) and \
+            raw.change * e.change <= 0 and raw.noise is not None:
+        # The yardstick moved on its own: a verdict relative to it that the values as measured
+        # do not show in the same direction would be invented.
+        e = raw
+        verdict = _judge(raw, current, base, tol, rules, can_confirm,
+                         f"; {RELATIVE} {relative[0].change:+.1%} {verdict.outcome}, but the "
+                         "values as measured moved the other way: judged as measured")
+    # A blind spot is what the noise hides; a wide tolerance is the user's own choice.
+    noisy = e.noise.mdc(0.0, rules.alpha) if e.noise is not None else 0.0
+    if rules.max_detectable is not None and noisy > rules.max_detectable:
+        verdict = replace(verdict, blind=blind_spot(e.noise, noisy, rules.max_detectable,
+                                                    rules.alpha))
+    return verdict
+
+
+def _judge(e: Evidence, current: Metric, base: Metric, tol: float, rules: Rules,
+           can_confirm: int, note: str) -> Verdict:
+    """The verdict that the series `e` supports; `note` is added to its evidence."""
+    assert e.noise is not None
     judged = partial(Verdict, baseline=reference_value(base), change=e.change, mdc=e.mdc,
                      relative=bool(e.label), accepted=accepted_level(base))
-    evidence = e.noise.describe(len(e.now), len(e.history))
+    evidence = e.noise.describe() + note
     if e.label:
-        evidence += f"; {e.label} (as measured: {series[0].change:+.1%})"
+        evidence += f"; {e.label} (as measured: {_as_measured(current, base):+.1%})"
     if abs(e.change) <= tol:
-        return judged("unchanged", basis=f"within the {_pct(tol)} tolerance; {evidence}")
+        return judged("unchanged", basis=f"within the {pct(tol)} tolerance; {evidence}")
     if current.better is None:
         # A change with no good direction (a count, a size): shown, never a regression.
         return judged("ambiguous", basis="no better direction: shown, never judged")
     worse = e.change > 0 if current.better == "lower" else e.change < 0
     if worse and can_confirm and (
-            len(e.now) > 1 or _confirmation_could_catch(e, can_confirm, tol, alpha)):
+            len(e.now) > 1 or _confirmation_could_catch(e, can_confirm, tol, rules.alpha)):
         # Measured again in fresh processes before a regression is final (a CI failure must
         # mean it) unless the noise already known says no confirmation could make it one; all
         # of them while the fresh processes still show it (stopping at the first that agrees
@@ -205,16 +229,21 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
     caught = abs(e.change) > e.mdc
     if e.noise.between is None and caught:
         p_value = _rank_test(current, base)
-        caught = p_value is None or p_value < alpha
+        caught = p_value is None or p_value < rules.alpha
     if not caught:
         return judged("ambiguous", p_value=p_value,
                       basis=f"{e.change:+.1%} cannot be told from this machine's noise: a "
-                            f"change beyond {_pct(e.mdc)} is needed to be caught ({evidence})")
+                            f"change beyond {pct(e.mdc)} is needed to be caught ({evidence})")
     reference = statistics.median(e.history)
     shown = ", ".join(f"{relative_change(reference, v):+.1%}" for v in e.now)
     return judged("regressed" if worse else "improved", p_value=p_value,
-                  basis=f"{e.change:+.1%} beyond the {_pct(e.mdc)} this machine can detect; "
+                  basis=f"{e.change:+.1%} beyond the {pct(e.mdc)} this machine can detect; "
                         f"{len(e.now)} process(es): {shown}; {evidence}")
+
+
+def _as_measured(current: Metric, base: Metric) -> float:
+    values = [v for v in [current.value, *(current.runs or [])] if math.isfinite(v)]
+    return relative_change(reference_value(base), statistics.median(values))
 
 
 def _judge_exactly(current: Metric, base: Metric, tol: float) -> Verdict:
@@ -226,7 +255,7 @@ def _judge_exactly(current: Metric, base: Metric, tol: float) -> Verdict:
     shown = f"{base.value:.6g} -> {current.value:.6g} {current.unit}".rstrip()
     if abs(change) <= tol:
         return judged("unchanged", basis=f"exact figure: {shown}"
-                      + (f", within the {_pct(tol)} tolerance" if change else ""))
+                      + (f", within the {pct(tol)} tolerance" if change else ""))
     if current.better is None:
         return judged("ambiguous", basis=f"exact figure changed: {shown}; no better "
                                          "direction: shown, not judged")
@@ -241,9 +270,7 @@ def _confirmation_could_catch(e: Evidence, extra: int, tol: float, alpha: float)
     n = e.noise
     if n is None or n.between is None:
         return True  # the spread between processes is unknown until they run
-    more = Noise(n.between, n.dof + extra, n.within)
-    return abs(e.change) > minimum_detectable_change(more, len(e.now) + extra, len(e.history),
-                                                     tol, alpha)
+    return abs(e.change) > n.mdc(tol, alpha, runs_now=len(e.now) + extra, extra_dof=extra)
 
 
 def _rank_test(current: Metric, base: Metric) -> float | None:
@@ -271,12 +298,14 @@ def follow_timings(record: Record) -> None:
 
 
 def compare_record(record: Record, old: dict[str, Metric], tolerance: float = DEFAULT_TOLERANCE,
-                   alpha: float = DEFAULT_ALPHA, can_confirm: int = 0) -> list[Metric]:
+                   alpha: float = DEFAULT_ALPHA, can_confirm: int = 0, *,
+                   drift: float = DEFAULT_DRIFT, max_detectable: float | None = None
+                   ) -> list[Metric]:
     """Verdicts for every metric of `record` against `old` (the baseline's metrics of the same
     row); returns a 'missing' metric for each baseline metric the row lacks."""
     for metric in record.metrics:
         metric.verdict = compare_metric(metric, old.get(metric.name), tolerance, alpha,
-                                        can_confirm)
+                                        can_confirm, drift=drift, max_detectable=max_detectable)
     follow_timings(record)
     missing = []
     for name, base in old.items():
@@ -319,39 +348,8 @@ def failures(record: Record, tolerance: float = DEFAULT_TOLERANCE) -> list[str]:
     return lines
 
 
-def read_results(path: str | Path) -> list[Record]:
-    """The records of a results file: a JSON report (--hpml-report=run.json) or a baseline
-    file. A file that is neither is a ValueError naming it."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read results from {path}: {exc}") from exc
-    if isinstance(data, dict) and data.get("schema") in (baselines.SCHEMA,
-                                                         *baselines.OLD_SCHEMAS):
-        base = baselines.load(path)
-        return [Record.from_dict(r) for r in base.records.values()] if base else []
-    if isinstance(data, dict) and isinstance(data.get("records"), list):
-        try:
-            return [Record.from_dict(r) for r in data["records"]]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path} is a damaged pytest-hpml report: {exc}") from exc
-    raise ValueError(f"{path} is neither a pytest-hpml JSON report nor a baseline file")
-
-
-def compare_results(baseline: str | Path | list[Record], current: str | Path | list[Record], *,
-                    tolerance: float = DEFAULT_TOLERANCE,
-                    alpha: float = DEFAULT_ALPHA) -> list[Record]:
-    """The stable entry point for tools: `current`'s records with the verdict of every
-    measured metric against `baseline` (each a results file or a list of records), as
-    --hpml-compare gives them without confirmation runs; baseline metrics a record lacks come
-    back as 'missing'. The caller's records are not changed."""
-    old = baseline if isinstance(baseline, list) else read_results(baseline)
-    new = current if isinstance(current, list) else read_results(current)
-    by_id = {r.id: {m.name: m for m in r.metrics} for r in old}
-    out = []
-    for record in new:
-        record = Record.from_dict(record.to_dict())  # the caller's records stay as they were
-        record.metrics.extend(compare_record(record, by_id.get(record.id, {}), tolerance, alpha))
-        out.append(record)
-    return out
+def blind_spots(records: list[Record]) -> list[str]:
+    """One line per blind spot of a run, for the terminal summary (a metric derived from a
+    timing shares its timing's, which is said once)."""
+    return [f"blind spot: {r.id} {m.name}: {m.verdict.blind}" for r in records
+            for m in r.metrics if m.verdict and m.verdict.blind and not m.derived_from]

@@ -128,6 +128,8 @@ def pivot_tables(title: str, records: list[Record], spec: dict[str, Any]) -> lis
 
 #: Marks a change measured relative to the machine's yardstick (pytest_hpml.measure.yardstick).
 YARDSTICK_MARK = "†"
+#: Opens the note of a blind spot: a detectable change beyond --hpml-max-detectable.
+BLIND_MARK = "blind spot:"
 
 
 def _comparison_rows(records: list[Record]) -> list[list[str]]:
@@ -151,7 +153,7 @@ def _comparison_rows(records: list[Record]) -> list[list[str]]:
                 "" if v.change is None
                 else f"{v.change:+.1%}{YARDSTICK_MARK if v.relative else ''}",
                 v.outcome,
-                "" if v.mdc is None else f"±{v.mdc:.1%}",
+                "" if v.mdc is None else f"±{v.mdc:.1%}" + (" (blind)" if v.blind else ""),
             ])
     return rows
 
@@ -188,6 +190,11 @@ def comparison_table(records: list[Record]) -> Table | None:
     notes += _unique(f"{r.experiment.rsplit('::', 1)[-1]} {m.name}: {m.verdict.accepted}"
                      for r in records for m in r.metrics
                      if m.verdict is not None and m.verdict.accepted)
+    notes += _unique(f"{BLIND_MARK} {r.experiment.rsplit('::', 1)[-1]} "
+                     + (f"[{', '.join(f'{k}={v}' for k, v in r.params.items())}] "
+                        if r.params else "") + f"{m.name}: {m.verdict.blind}"
+                     for r in records for m in r.metrics
+                     if m.verdict is not None and m.verdict.blind and not m.derived_from)
     if any(YARDSTICK_MARK in row[5] for row in rows):
         notes.append(f"{YARDSTICK_MARK}: the change relative to the machine's yardstick (a "
                      "memcpy timed between the samples), which takes out the speed the whole "

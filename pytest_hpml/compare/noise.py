@@ -1,0 +1,226 @@
+"""The noise a verdict weighs a change against: how far values of identical code land apart on
+this machine, for one series of a metric (as measured, or relative to the yardstick).
+
+Two kinds of spread, with different cures:
+
+- between processes measured together (the processes of one save, the test's own and its
+  confirmations now): allocator state, thread placement; more processes average it out;
+- between occasions (the day's drift: the machine's speed an hour later, with other
+  neighbours): processes measured together share it, so no number of them averages it out.
+  Each save is one occasion. A metric's drift is learned from its stored history once it holds
+  DRIFT_MIN_SAVES saves (the spread of their means, less what the spread between processes
+  explains); until then a time or a rate is assumed to drift by --hpml-drift (5 %), and the
+  verdict says so. A baseline saved within one minute cannot know the day's drift: the
+  assumption makes its first comparisons cautious instead of alarming.
+
+Values are compared in logs (a speed-up and a slow-down of the same factor weigh the same).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from pytest_hpml.measure.stats import t_quantile
+
+#: Assumed drift of a time or a rate between occasions until the history has seen it.
+DEFAULT_DRIFT = 0.05
+#: Saves (occasions) in a metric's history before its drift is learned from them.
+DRIFT_MIN_SAVES = 3
+#: Units whose values move with the machine's speed: only these are assumed to drift.
+SPEED_UNITS = ("s", "B/s", "FLOP/s", "OP/s", "1/s")
+#: Degrees of freedom beyond which Student's t is the normal distribution, for our purposes.
+LARGE_DOF = 1000
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def logs(values: list[float]) -> list[float]:
+    return [math.log(v) for v in values if v > 0]
+
+
+def occasions(values: list[float], saves: list[int] | None) -> list[list[float]]:
+    """`values` (oldest first) split into the groups each save contributed, from the newest
+    save back; values older than the saves recorded (a file written before they were) form
+    one group."""
+    if not saves:
+        return [list(values)] if values else []
+    groups, end = [], len(values)
+    for count in reversed(saves):
+        if end <= 0:
+            break
+        start = max(0, end - count)
+        groups.append(list(values[start:end]))
+        end = start
+    if end > 0:
+        groups.append(list(values[:end]))
+    return groups[::-1]
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The spread a series has shown, and how many values stand on each side."""
+
+    between: float | None  # stdev of ln(value) between processes measured together; None: unknown
+    dof: int  # degrees of freedom behind `between`
+    within: float  # combined relative uncertainty of the two medians compared (their notches)
+    drift: float = 0.0  # stdev of ln(level) between occasions
+    drift_dof: int | None = None  # None: assumed (not learned); else saves - 1
+    saves: int = 1  # occasions in the stored history
+    runs_now: int = 1
+    runs_before: int = 1
+
+    def threshold(self, alpha: float, runs_now: int | None = None,
+                  extra_dof: int = 0) -> float:
+        """The smallest change in logs the evidence separates from noise at level alpha, with
+        `runs_now` processes now (default: as measured) and `extra_dof` more behind the spread
+        between processes."""
+        now = runs_now or self.runs_now
+        # The stored level is the mean of `saves` occasions, the current run is one occasion.
+        drift_var = self.drift ** 2 * (1 + 1 / max(self.saves, 1))
+        if self.between is None:
+            # One process on each side: the within-run view only (3 notches), and the drift.
+            return math.hypot(3 * self.within,
+                              NormalDist().inv_cdf(1 - alpha) * math.sqrt(drift_var))
+        process_var = self.between ** 2 * (1 / now + 1 / self.runs_before)
+        dof = self.dof + extra_dof
+        # Welch-Satterthwaite degrees of freedom of the two variance components; an assumed
+        # drift counts as known exactly.
+        spread = process_var ** 2 / dof + (
+            drift_var ** 2 / self.drift_dof if self.drift_dof else 0.0)
+        total = process_var + drift_var
+        effective = total ** 2 / spread if spread > 0 else math.inf
+        return quantile(1 - alpha, effective) * math.sqrt(total)
+
+    def mdc(self, tolerance: float, alpha: float, runs_now: int | None = None,
+            extra_dof: int = 0) -> float:
+        """The minimum detectable change (relative), never below the tolerance."""
+        return max(tolerance, math.expm1(self.threshold(alpha, runs_now, extra_dof)))
+
+    def processes_for(self, limit: float, alpha: float, most: int = 20) -> int | None:
+        """Processes on each side that would bring the detectable change under `limit` with
+        the spreads seen (None: no number up to `most` would)."""
+        if self.between is None:
+            return None
+        for n in range(2, most + 1):
+            scaled = Noise(self.between, max(self.dof, 2 * (n - 1)), 0.0, self.drift,
+                           self.drift_dof, self.saves, n, n)
+            if scaled.mdc(0.0, alpha) <= limit:
+                return n
+        return None
+
+    @property
+    def process_share(self) -> float:
+        """The share of the variance of a difference that the spread between processes makes
+        (the rest is drift, or the within-run view)."""
+        drift_var = self.drift ** 2 * (1 + 1 / max(self.saves, 1))
+        if self.between is None:
+            return 0.0
+        process_var = self.between ** 2 * (1 / self.runs_now + 1 / self.runs_before)
+        total = process_var + drift_var
+        return process_var / total if total else 1.0
+
+    def describe(self) -> str:
+        parts = []
+        if self.between is not None:
+            parts.append(f"between-run spread {pct(self.between)} from {self.runs_before} "
+                         f"stored and {self.runs_now} current process(es)")
+        else:
+            parts.append(f"between-run spread unknown ({self.runs_before} stored run, "
+                         f"{self.runs_now} current)")
+        if self.within:
+            parts.append(f"within-run {pct(self.within)}")
+        if self.drift_dof:
+            parts.append(f"drift between occasions {pct(self.drift)}, learned from "
+                         f"{self.saves} saves")
+        elif self.drift:
+            parts.append(f"drift between occasions {pct(self.drift)} assumed (--hpml-drift; "
+                         f"learned once the baseline holds {DRIFT_MIN_SAVES} saves, it has "
+                         f"{self.saves})")
+        return ", ".join(parts)
+
+
+def quantile(p: float, dof: float) -> float:
+    """Student's t quantile; the normal one for very many degrees of freedom."""
+    if dof >= LARGE_DOF:
+        return NormalDist().inv_cdf(p)
+    return t_quantile(p, dof)
+
+
+def estimate(history: list[float], saves: list[int] | None, now: list[float], within: float,
+             drift: float) -> Noise:
+    """The noise of a series: `history` (stored values, oldest first, grouped by `saves`),
+    `now` (this run's processes, one occasion), the combined notch of the two medians, and
+    the drift assumed until the history has DRIFT_MIN_SAVES saves (0: none)."""
+    stored = [g for g in (logs(g) for g in occasions(history, saves)) if g]
+    current = logs(now)
+    together = [g for g in (*stored, current) if len(g) >= 2]
+    dof = sum(len(g) - 1 for g in together)
+    between = None
+    if dof:
+        between = math.sqrt(sum(statistics.variance(g) * (len(g) - 1) for g in together) / dof)
+    drift_dof = None
+    if len(stored) >= DRIFT_MIN_SAVES:
+        means = [statistics.fmean(g) for g in stored]
+        # The saves' means spread by the drift and by their processes' own spread.
+        explained = (between or 0.0) ** 2 * statistics.fmean(1 / len(g) for g in stored)
+        learned = math.sqrt(max(0.0, statistics.variance(means) - explained))
+        drift, drift_dof = learned, len(stored) - 1
+    else:
+        drift = math.log1p(drift) if drift > 0 else 0.0
+    return Noise(between, dof, within, drift, drift_dof, max(len(stored), 1),
+                 max(len(current), 1), max(sum(len(g) for g in stored), 1))
+
+
+#: Runs (stored and current, each as measured and relative) before the yardstick may be used.
+MIN_TRACKING_RUNS = 6
+#: The relative values must spread at most this share of the values as measured.
+TRACKING_RATIO = 0.7
+
+
+def yardstick_tracks(measured: list[float], relative: list[float]) -> tuple[bool, str]:
+    """Whether the yardstick tracks a metric, from pairs of its runs (each run's value as
+    measured and relative to that run's yardstick, oldest first): only where dividing by the
+    yardstick clearly narrows the spread over enough runs did the machine's drift move the
+    metric with the yardstick. Where it does not (a compute-bound call, a sleep, a yardstick
+    disturbed on its own), judging relative to it would add the yardstick's moves to the
+    metric's: the -41.5 % "improvement" of a 12 % slower sort. Returns the decision in words."""
+    pairs = [(a, b) for a, b in zip(measured, relative, strict=False) if a > 0 and b > 0]
+    if len(pairs) < MIN_TRACKING_RUNS:
+        return False, (f"{len(pairs)} runs timed the yardstick, {MIN_TRACKING_RUNS} are needed "
+                       "to see whether it tracks this metric")
+    raw = statistics.stdev(math.log(a) for a, _ in pairs)
+    rel = statistics.stdev(math.log(b) for _, b in pairs)
+    said = (f"spread {pct(rel)} relative to it against {pct(raw)} as measured over "
+            f"{len(pairs)} runs")
+    if raw > 0 and rel <= TRACKING_RATIO * raw:
+        return True, f"the yardstick tracks this metric ({said})"
+    return False, f"the yardstick does not track this metric ({said})"
+
+
+def blind_spot(n: Noise, mdc: float, limit: float, alpha: float) -> str:
+    """What a detectable change beyond `limit` means, and what would narrow it."""
+    factor = 1 + mdc
+    processes = n.runs_before + n.runs_now
+    spread = "unknown" if n.between is None else pct(n.between)
+    said = (f"cannot detect a {factor:.2g}x slowdown here (detectable ±{pct(mdc)}, the limit "
+            f"is ±{pct(limit)}): {processes} processes, spread {spread}")
+    if n.drift and n.process_share < 0.5:
+        fix = ("the drift between occasions dominates: more saves on other occasions teach "
+               "it, or --hpml-compare-ref measures the base commit now, beside this one")
+    elif n.between is None:
+        fix = ("more processes: a save with --hpml-baseline-processes=3 or more and "
+               "--hpml-confirm learn the spread between them; or longer samples "
+               "(--hpml-max-time)")
+    else:
+        needed = n.processes_for(limit, alpha)
+        fix = (f"more processes: {needed} on each side (--hpml-baseline-processes={needed} "
+               f"for the save, --hpml-confirm={needed - 1}) would bring it under the limit"
+               if needed else
+               "no number of processes up to 20 would: longer samples (--hpml-max-time), "
+               "a quieter machine, or a larger problem size")
+    return f"{said}; {fix}"
