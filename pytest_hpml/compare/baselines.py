@@ -174,6 +174,8 @@ def _merged_metric(new: Metric, old: dict[str, Any] | None, keep: int) -> dict[s
     """The stored form of a measured metric: its latest value and samples with the history of
     its runs; what a comparison made of it (the verdict) and the values of this run's fresh
     processes (which join the history) are not stored as such."""
+    if old and old.get("seeded_from"):
+        old = None  # another tool's value, measured another way: pytest-hpml's runs replace it
     # Every process of this run is one run of history: the spread between them is the noise
     # the next comparison weighs a change against.
     history = list(old.get("history") or [old["value"]]) if old else []
