@@ -70,6 +70,12 @@ def compare(old: Path, new: Path, fmt: str, tolerance: float, alpha: float,
             out: TextIO) -> int:
     before, before_what = read_any(old)
     after, after_what = read_any(new)
+    for metric in (m for r in before for m in r.metrics if m.runs and not m.history):
+        # A report of a save, or of a confirmed comparison, holds the values of its fresh
+        # processes: they are the runs a baseline would have kept.
+        metric.history = [metric.value, *metric.runs]
+        if metric.relative is not None and metric.relative_runs and not metric.relative_history:
+            metric.relative_history = [metric.relative, *metric.relative_runs]
     records = verdicts.compare_results(before, after, tolerance=tolerance, alpha=alpha)
     failing = [line for r in records for line in verdicts.failures(r, tolerance)]
     if fmt == "csv":

@@ -74,6 +74,10 @@ class Comparison:
             if changes and self.compare:
                 self.run.say_once("--hpml-compare: software changed since the baseline: "
                                   + "; ".join(changes))
+            seeded = {m.get("seeded_from") for r in found.records.values()
+                      for m in r.get("metrics", [])} - {None}
+            for source in sorted(seeded) if self.compare else ():
+                self.run.say_once(f"--hpml-compare: {verdicts.seeded_basis(source)}")
         self.baseline = found
 
     def _compare(self, record: Record, can_confirm: int) -> None:

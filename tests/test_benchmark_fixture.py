@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 from hpml_testing import FAST, metrics_by_test, run_with_json
 
-from pytest_hpml.benchmark_fixture import BenchmarkStats, ClockChoice, choose_clock
+from pytest_hpml.benchmark_fixture import ClockChoice, choose_clock
+from pytest_hpml.benchmark_stats import BenchmarkStats
+from pytest_hpml.compare.confirm import plugin_args
 
 #: A conftest as pytest-benchmark users write them: it implements one of its hooks.
 CONFTEST = """
@@ -46,7 +48,7 @@ SUITE = """
         return seconds
 
 
-    @pytest.mark.benchmark(min_rounds=25)
+    @pytest.mark.benchmark(min_rounds=25, precision=0.5)
     def test_call_form(benchmark):
         assert benchmark(fib, 10) == 55
         assert benchmark.stats.stats.rounds >= 25
@@ -81,8 +83,9 @@ SUITE = """
         def teardown(data, reverse):
             torn.append(reverse)
 
-        assert benchmark.pedantic(sorted, setup=setup, teardown=teardown, rounds=5) == [3, 2, 1]
-        assert torn == [True] * 5
+        assert benchmark.pedantic(sorted, setup=setup, teardown=teardown, rounds=5,
+                                  warmup_rounds=2) == [3, 2, 1]
+        assert torn == [True] * 7  # the warm-up rounds are torn down too
 
 
     @pytest.mark.parametrize("n", [5, 10])
@@ -90,6 +93,7 @@ SUITE = """
         benchmark.group = "fib"
         benchmark.extra_info["calls"] = 2 ** n
         benchmark.extra_info["algorithm"] = "naive"
+        benchmark.extra_info["n"] = n  # the parameter again
         benchmark(fib, n)
         stats = benchmark.stats
         assert stats.stats.min <= stats["median"] <= stats.get("max")
@@ -131,11 +135,13 @@ def test_a_pytest_benchmark_suite_runs_unchanged_under_pytest_hpml(
         "test_stats_and_extra_info[5]", "test_stats_and_extra_info[10]")}
     for name, found in metrics.items():
         assert found["time"]["unit"] == "s" and found["time"]["better"] == "lower", name
-    assert len(metrics[_ids("test_call_form")]["time"]["samples"]) >= 25  # min_rounds
+    # min_rounds, and precision as the stopping rule: the first batch is precise enough.
+    assert len(metrics[_ids("test_call_form")]["time"]["samples"]) == 25
     assert len(metrics[_ids("test_pedantic_rounds")]["time"]["samples"]) == 6
     assert len(metrics[_ids("test_pedantic_setup_teardown")]["time"]["samples"]) == 5
     fib10 = metrics[_ids("test_stats_and_extra_info[10]")]
     assert fib10["calls"] == {"name": "calls", "value": 1024.0, "unit": "", "kind": "setting"}
+    assert "n" not in fib10  # extra_info repeating a parameter: its column shows it
     records = {r["id"]: r for r in document["records"]}
     assert records[_ids("test_stats_and_extra_info[10]")]["experiment"] == "benchmark 'fib'"
     assert records[_ids("test_stats_and_extra_info[10]")]["params"] == {
@@ -164,6 +170,14 @@ def test_the_suite_saves_compares_and_fails_on_a_slowdown_with_hpmls_message(
     assert f"{_ids('test_keyword_arguments')} time: " in failure
     # Confirmed in fresh processes, which hand the fixture to pytest-hpml as this run did.
     assert "beyond the" in failure and "3 process(es)" in failure
+
+
+def test_under_xdist_the_workers_lines_are_said_once_by_the_controller(
+        pytester: pytest.Pytester) -> None:
+    _suite(pytester)
+    result = pytester.runpytest_subprocess(*FAST, "-p", "no:benchmark", "-n", "2")
+    result.assert_outcomes(passed=7)
+    assert result.stdout.str().count(NOT_USED_TIMER) == 1
 
 
 def test_pytest_benchmark_keeps_its_fixture_where_it_is_active(
@@ -308,3 +322,9 @@ def test_the_fixture_is_documented() -> None:
     for name in ("benchmark.pedantic", "--hpml-disable", "-p no:benchmark",
                  "python -m pytest_hpml compare", "python -m pytest_hpml seed"):
         assert name in api, name
+
+
+def test_confirmation_reruns_keep_the_runs_plugin_choices() -> None:
+    assert plugin_args(["-q", "-p", "no:benchmark", "-pno:cacheprovider", "-p=myplugin",
+                        "-p", "xdist", "--pdb", "tests/"]) == [
+        "-p", "no:benchmark", "-p", "no:cacheprovider", "-p", "myplugin"]

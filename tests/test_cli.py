@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import random
@@ -49,6 +50,18 @@ def test_compare_gives_the_verdicts_and_fails_on_a_regression(tmp_path: Path) ->
     assert "1 regressed, 1 unchanged" in text
     assert "failed the comparison:\n  test_x.py::test_slower time: " in text
     assert _run("compare", str(old), str(old))[0] == 0
+
+
+def test_the_processes_of_a_saved_report_count_as_the_runs_of_a_baseline(
+        tmp_path: Path) -> None:
+    saved = _record("test_a", 1.0, 1)
+    saved.metrics[0].runs = [0.0013, 0.0014]  # the save's two fresh processes
+    old = write_report(tmp_path / "old.json", [saved], HERE, "quick", compare=False)
+    new = _report(tmp_path / "new.json", test_a=1.3)
+    code, text = _run("compare", str(old), str(new), "--format", "csv")
+    row = next(csv.DictReader(io.StringIO(text)))
+    assert float(row["baseline"]) == 0.0013  # the median of the three processes, not 1 ms
+    assert row["verdict"] == "unchanged" and code == 0
 
 
 def test_compare_writes_markdown_and_csv(tmp_path: Path) -> None:
@@ -127,8 +140,9 @@ def test_a_saved_pytest_benchmark_run_seeds_a_baseline_until_hpml_saves_its_own(
     assert "unknown (seeded)" in _run("show", str(baseline_file(folder)))[1]
 
     # The first comparison rests on the seed, and every verdict says so.
-    _, document = run_with_json(pytester, "-p", "no:benchmark", "--hpml-compare",
-                                f"--hpml-baselines={folder}", "--hpml-confirm=0")
+    result, document = run_with_json(pytester, "-p", "no:benchmark", "--hpml-compare",
+                                     f"--hpml-baselines={folder}", "--hpml-confirm=0")
+    assert "hpml: --hpml-compare: the baseline is a pytest-benchmark " in result.stdout.str()
     bases = [m["verdict"]["basis"] for r in document["records"] for m in r["metrics"]
              if m["name"] == "time"]
     assert len(bases) == 7

@@ -75,7 +75,8 @@ def pytest_args(item: pytest.Item, profile: str, report: Path) -> list[str]:
         args[1:1] = ["-c", str(config.inipath)]
     # The run's own plugin choices (-p no:benchmark hands `benchmark` to pytest-hpml): a rerun
     # that loaded other plugins would measure another fixture, or none.
-    args += plugin_args(config.invocation_params.args)
+    invocation = getattr(config, "invocation_params", None)  # absent on a stand-in config
+    args += plugin_args(invocation.args if invocation else ())
     if config.pluginmanager.has_plugin("xdist"):
         args += ["-p", "no:xdist"]
     return args
