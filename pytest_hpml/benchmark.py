@@ -2,7 +2,7 @@
 active (a pytest plugin module; the fixture's object is pytest_hpml.benchmark_fixture's).
 
 Who serves `benchmark` is decided once per run and said in the header:
-- pytest-benchmark, where it is active: installing pytest-hpml changes nothing in its runs;
+- pytest-benchmark, where it is active: pytest-hpml leaves its fixture alone;
 - pytest-hpml, where it is not: not installed, or blocked with pytest's own `-p no:benchmark`
   (on the command line or in addopts).
 Two plugins defining one fixture would leave the choice to the order in which pytest happens to

@@ -112,6 +112,13 @@ def _suite(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bench_suite=SUITE)
 
 
+def outside_xdist(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-benchmark disables itself in any process whose environment names an xdist worker,
+    as this test's process does under `pytest -n`: its inner runs must not see it."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def _ids(name: str) -> str:
     return f"test_bench_suite.py::{name}"
 
@@ -181,7 +188,8 @@ def test_under_xdist_the_workers_lines_are_said_once_by_the_controller(
 
 
 def test_pytest_benchmark_keeps_its_fixture_where_it_is_active(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    outside_xdist(monkeypatch)
     _suite(pytester)
     result, document = run_with_json(pytester, "--benchmark-max-time=0.01",
                                      "--benchmark-json=run.json")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from hpml_testing import FAST, HERE, ROOT, baseline_file, run_with_json
-from test_benchmark_fixture import CONFTEST, SUITE
+from test_benchmark_fixture import CONFTEST, SUITE, outside_xdist
 from test_layers import HOOKS, import_graph
 
 from pytest_hpml.cli import main
@@ -121,7 +121,8 @@ def test_the_cli_imports_no_hook_module() -> None:
 
 
 def test_a_saved_pytest_benchmark_run_seeds_a_baseline_until_hpml_saves_its_own(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    outside_xdist(monkeypatch)
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_bench_suite=SUITE)
     pytester.runpytest("-p", "no:cacheprovider", "--benchmark-max-time=0.01",
