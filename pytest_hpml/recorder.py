@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import time as clock_time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -64,6 +65,8 @@ class HpmlContext:
     timing: TimingConfig = TimingConfig()  # the test's sampling policy
     tolerance: float | None = None  # @pytest.mark.hpml(tolerance=...); None: the run's
     interpreted: bool = False  # Triton kernels run in its interpreter (no GPU)
+    # --hpml-disable: timings call their function once and nothing of the test is recorded.
+    disabled: bool = False
 
     @property
     def ceilings(self) -> Ceilings:
@@ -88,6 +91,11 @@ class Recorder:
     def __init__(self, context: HpmlContext, record: Record) -> None:
         self.context = context
         self._record = record
+
+    def with_context(self, **changes: Any) -> Recorder:
+        """This row's Recorder under a changed context (another timing policy, the device a
+        call's arguments live on): what it records goes to the same row."""
+        return Recorder(replace(self.context, **changes), self._record)
 
     # -- rows and columns ------------------------------------------------------------------------
     def param(self, **columns: Any) -> None:
@@ -154,6 +162,8 @@ class Recorder:
         fn's last result. clock="device": CUDA events on a CUDA test, the wall clock on a CPU
         test; clock="host": the wall clock, for calls that end synchronized with the device
         (a whole program, a host-side loop)."""
+        if self.context.disabled:
+            return self._call_once(fn, args, kwargs, name)
         config = self.context.timing
         timer = clock_for(self.context.device, clock, cold_l2=config.cold_l2)
         if config.yardstick and self.context.device == "cpu":
@@ -168,6 +178,16 @@ class Recorder:
         for warning in timing.warnings:
             self._record.warnings.append(f"{name}: {warning}")
         return timing
+
+    @staticmethod
+    def _call_once(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any],
+                   name: str) -> Timing:
+        """--hpml-disable: one call, as a plain test makes it. Its wall time is the Timing's
+        one sample, so figures the test derives from it still compute; nothing is recorded."""
+        start = clock_time.perf_counter()
+        result = fn(*args, **kwargs)
+        return Timing(samples=[max(clock_time.perf_counter() - start, 1e-9)], result=result,
+                      recorded_as=name, warnings=["--hpml-disable: one call, not a timing"])
 
     def record_timing(self, name: str, samples: list[float], unit: str = "s") -> Timing:
         """A time measured elsewhere (per-step times from the ranks of a distributed run, a

@@ -157,6 +157,22 @@ def accepted_level(base: Metric) -> str | None:
 
 def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFAULT_TOLERANCE,
                    alpha: float = DEFAULT_ALPHA, can_confirm: int = 0) -> Verdict | None:
+    """The verdict of a measured metric against its stored counterpart (see _verdict); one
+    that rests on a value another tool measured says so."""
+    verdict = _verdict(current, base, tolerance, alpha, can_confirm)
+    if verdict is not None and base is not None and base.seeded_from:
+        basis = "; ".join(filter(None, (verdict.basis, seeded_basis(base.seeded_from))))
+        verdict = replace(verdict, basis=basis)
+    return verdict
+
+
+def seeded_basis(seeded_from: str) -> str:
+    return (f"the baseline is {seeded_from}: its between-run spread is unknown until "
+            "pytest-hpml has saved its own runs (--hpml-save-baseline)")
+
+
+def _verdict(current: Metric, base: Metric | None, tolerance: float, alpha: float,
+             can_confirm: int) -> Verdict | None:
     """The verdict of a measured metric against its stored counterpart (None for a metric that
     is not compared: a check, a reference, a setting). The values of fresh processes travel in
     current.runs. With can_confirm (the fresh processes a confirmation would add), a worse
