@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pytest_hpml.compare.verdicts import compare_results, read_results
     from pytest_hpml.fixture import Hpml, OutOfMemory, Recorder
+    from pytest_hpml.machine.kernels import KernelResources
     from pytest_hpml.measure.timing import Timing, TimingConfig
     from pytest_hpml.results import Metric, Record
     from pytest_hpml.selection import precisions
 
 _EXPORTS = {
     "Hpml": "pytest_hpml.fixture",
+    "KernelResources": "pytest_hpml.machine.kernels",
     "Metric": "pytest_hpml.results",
     "OutOfMemory": "pytest_hpml.fixture",
     "Record": "pytest_hpml.results",
@@ -32,6 +34,7 @@ _EXPORTS = {
 }
 __all__ = [
     "Hpml",
+    "KernelResources",
     "Metric",
     "OutOfMemory",
     "Record",
