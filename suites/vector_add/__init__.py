@@ -4,8 +4,9 @@
     cpu_loop.cpp / cpu_loop.py   the C++ loop baseline, compiled once and loaded with ctypes
     kernel.py                    the Triton kernel and the lab's three launch configurations
     cuda_memory.py               cudaMalloc / cudaMallocManaged arrays seen as torch tensors
-    programs.py                  the whole GPU programs (allocate, copy, add, copy back, free)
-    experiment.py                what the tests share: inputs, the CPU rows, % of copy ceiling
+    gpu_programs.py              the whole GPU programs (allocate, copy, add, copy back, free)
+    sizes.py                     K million -> elements, the sweeps, STREAM's byte count
+    rows.py                      what the tables share: inputs, the CPU rows, % of copy ceiling
 
 Questions -> tests: Q1 test_vector_add_cpu; Q2-Q4 test_vector_add_gpu (explicit and unified
 memory, three launch configurations, the charts); test_vector_add_triton checks the kernel

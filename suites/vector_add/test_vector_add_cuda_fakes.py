@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from suites.vector_add import programs
+from suites.vector_add import gpu_programs as programs
 from suites.vector_add.cuda_memory import (
     CudaError,
     CudaFloats,
@@ -254,7 +254,7 @@ class FakeArray:
 
 
 class ProgramSteps(TorchDispatchMode):
-    """Fakes the GPU pieces of programs.py and logs, in order, what the program does: the
+    """Fakes the GPU pieces of gpu_programs.py and logs, in order, what the program does: the
     allocation and free (fake cuda_floats), copies and fills (aten ops, named by buffer), the
     kernel and synchronize."""
 

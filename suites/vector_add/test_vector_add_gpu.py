@@ -20,16 +20,16 @@ import torch
 from pytest_hpml import Recorder, Timing
 from suites.vector_add.cpu_loop import cpu_vector_add, malloc_arrays
 from suites.vector_add.cuda_memory import cuda_floats
-from suites.vector_add.experiment import (
-    GPU_SWEEP,
+from suites.vector_add.gpu_programs import PROGRAMS
+from suites.vector_add.kernel import LaunchConfig, config, vector_add
+from suites.vector_add.rows import (
     NAN,
     fill_inputs,
     record_cpu_adds,
     record_pct_copy_bandwidth,
     require_cpp_loop,
 )
-from suites.vector_add.kernel import LaunchConfig, config, vector_add
-from suites.vector_add.programs import PROGRAMS, elements, stream_bytes
+from suites.vector_add.sizes import GPU_SWEEP, elements, stream_bytes
 
 pytestmark = pytest.mark.vector_add
 
