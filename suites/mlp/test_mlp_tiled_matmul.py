@@ -149,8 +149,8 @@ def test_the_kernel_computes_in_the_precision_torch_matmul_would(monkeypatch, as
 
 def test_the_autotuner_chooses_among_the_tiles_of_the_arithmetic_asked():
     assert tiled.tiled_matmul_autotuned.early_config_prune is tiled.configs_for_precision
-    for math, tiles in tiled.CONFIGS_BY_PRECISION.items():
-        chosen = tiled.configs_for_precision(GPU_CONFIGS, {}, INPUT_PRECISION=math)
+    for arithmetic, tiles in tiled.CONFIGS_BY_PRECISION.items():
+        chosen = tiled.configs_for_precision(GPU_CONFIGS, {}, INPUT_PRECISION=arithmetic)
         assert [id(c) for c in chosen] == [id(c) for c in tiles]
     # The interpreter's single config is in neither list: it stays.
     assert tiled.configs_for_precision(tiled.INTERPRETER_CONFIGS, {}, INPUT_PRECISION="ieee") \
