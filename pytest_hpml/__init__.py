@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from pytest_hpml.compare.verdicts import compare_results, read_results
     from pytest_hpml.fixture import Hpml, OutOfMemory, Recorder
     from pytest_hpml.machine.kernels import KernelResources
+    from pytest_hpml.measure.clocks import gpu_busy_wait
     from pytest_hpml.measure.timing import Timing, TimingConfig
     from pytest_hpml.results import Metric, Record
     from pytest_hpml.selection import precisions
@@ -29,6 +30,7 @@ _EXPORTS = {
     "Timing": "pytest_hpml.measure.timing",
     "TimingConfig": "pytest_hpml.measure.timing",
     "compare_results": "pytest_hpml.compare.verdicts",
+    "gpu_busy_wait": "pytest_hpml.measure.clocks",
     "precisions": "pytest_hpml.selection",
     "read_results": "pytest_hpml.compare.verdicts",
 }
@@ -42,6 +44,7 @@ __all__ = [
     "Timing",
     "TimingConfig",
     "compare_results",
+    "gpu_busy_wait",
     "precisions",
     "read_results",
 ]

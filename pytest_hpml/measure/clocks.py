@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import cache
 from typing import Any, Literal, Protocol
 
 ClockKind = Literal["device", "host"]
@@ -182,18 +183,30 @@ def _cuda_clock(device: Any, cold_l2: bool) -> CudaClock:  # pragma: no cover - 
         l2 = getattr(props, "L2_cache_size", 64 * 2**20)
         scratch = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
         flush = scratch.zero_
-    with torch.cuda.device(device):
-        rate = calibrate_cycles_per_second(lambda: torch.cuda.Event(enable_timing=True),
-                                           lambda: torch.cuda.synchronize(device),
-                                           torch.cuda._sleep)
     return CudaClock(
         event_factory=lambda: torch.cuda.Event(enable_timing=True),
         synchronize=lambda: torch.cuda.synchronize(device),
         flush_l2=flush,
         device=str(device),
-        busy_wait=lambda seconds: torch.cuda._sleep(int(seconds * rate)),
+        busy_wait=gpu_busy_wait(device),
         sm_clock=_nvml_sm_clock(torch.device(device)),
     )
+
+
+@cache
+def gpu_busy_wait(device: Any = "cuda") -> Callable[[float], None]:  # pragma: no cover - GPU
+    """A function that queues about `seconds` of GPU spinning on the current stream of
+    `device` (torch.cuda._sleep, its cycles per second measured once per device with events),
+    so that work queued behind it starts on a busy GPU: an event recorded after the spin is
+    stamped when the GPU gets to it, not when the host queued it. Never run here (no GPU)."""
+    import torch
+
+    device = torch.device(device)
+    with torch.cuda.device(device):
+        rate = calibrate_cycles_per_second(lambda: torch.cuda.Event(enable_timing=True),
+                                           lambda: torch.cuda.synchronize(device),
+                                           torch.cuda._sleep)
+    return lambda seconds: torch.cuda._sleep(int(seconds * rate))
 
 
 def _nvml_sm_clock(device: Any) -> Callable[[], tuple[float, float]] | None:  # pragma: no cover
