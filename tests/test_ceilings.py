@@ -17,7 +17,7 @@ class FixedClock:
     def __init__(self) -> None:
         self.batches = 0
 
-    def run(self, fn, count: int, inner: int) -> list[float]:
+    def run(self, fn, count: int, inner: int, **_) -> list[float]:
         self.batches += 1
         for _ in range(count * inner):
             fn()
