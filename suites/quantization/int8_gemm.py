@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .fixed_point import M0_BITS, FixedPointMultiplier, requantize
+from suites.quantization.fixed_point import M0_BITS, FixedPointMultiplier, requantize
 
 
 class Epilogue(enum.IntEnum):

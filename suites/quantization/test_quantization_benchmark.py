@@ -6,8 +6,6 @@ throughput at 4096^3 (recorded, not asserted). Needs CUDA: skipped elsewhere, ex
 that the timed calls do nothing but the product, which runs on the CPU."""
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -16,8 +14,8 @@ from suites.quantization import int8_gemm as int8_gemm_module
 from suites.quantization.fixed_point import FixedPointMultiplier
 from suites.quantization.int8_gemm import int8_gemm
 
+# The GPU tests take the `device` parameter narrowed to cuda: the plugin marks that case gpu.
 pytestmark = [pytest.mark.quantization, pytest.mark.int8]
-ON_THE_GPU = [pytest.mark.gpu, pytest.mark.hpml_devices("cuda")]
 
 BATCH = 1024
 # (layer, M, N, K) of CifarCNN at BATCH images: conv1/conv2 as im2col, fc1..fc3.
@@ -64,20 +62,14 @@ def _run(hpml, m: int, n: int, k: int) -> dict[str, float]:
     return throughput
 
 
-def gpu(test: Callable) -> Callable:
-    for mark in ON_THE_GPU:
-        test = mark(test)
-    return test
-
-
-@gpu
+@pytest.mark.hpml_devices("cuda")
 @pytest.mark.hpml_sweep("size", quick=[1024, 2048], full=[1024, 2048, 4096, 8192])
 def test_int8_gemm_throughput_square(hpml, device, size):
     hpml.experiment = "int8 GEMM throughput: square"
     _run(hpml, size, size, size)
 
 
-@gpu
+@pytest.mark.hpml_devices("cuda")
 @pytest.mark.parametrize("layer", LAYER_SHAPES, ids=[s[0] for s in LAYER_SHAPES])
 def test_int8_gemm_throughput_at_model_layers(hpml, device, layer):
     hpml.experiment = "int8 GEMM throughput: CifarCNN layers"
@@ -106,7 +98,7 @@ def _epilogues(m: int, n: int, k: int, device: torch.device) -> dict:
     }
 
 
-@gpu
+@pytest.mark.hpml_devices("cuda")
 def test_fused_requantize_epilogue_cost(hpml, device):
     """The requantize epilogue (int32 bias, fixed-point rescale, clamp) against plain int32
     output at 4096^3: the fused epilogue should cost little next to the K loop."""
