@@ -14,7 +14,6 @@ import torch
 from pytest_hpml import Hpml
 from suites.common.data import load_cifar10
 from suites.common.threads import one_cpu_thread
-from suites.quantization.calibration import activation_scales, profile_activations
 from suites.quantization.cnn import (
     LAYERS,
     CifarCNN,
@@ -23,8 +22,6 @@ from suites.quantization.cnn import (
     parameter_bytes,
     train_cnn,
 )
-from suites.quantization.int8_gemm import int8_gemm
-from suites.quantization.integer_model import IntegerOnlyCNN
 
 EXPERIMENT = "int8 post-training quantization"
 
@@ -156,14 +153,6 @@ def record_variant(hpml: Hpml, lab: QuantizationLab, variant: Variant,
         with hpml.row(layer=name) as row:
             row.record("max_abs_error", largest, better="lower")
             row.record("mean_abs_error", mean, better="lower")
-
-
-def integer_only_model(lab: QuantizationLab, device: torch.device) -> IntegerOnlyCNN:
-    """Step e's model: per-channel int8 weights, activations calibrated by their max, on the
-    Triton int8 GEMM (with_gemm swaps it for torch's integer reference)."""
-    profile = profile_activations(lab.model, lab.calibration_batches())
-    return IntegerOnlyCNN.from_float(lab.model, activation_scales(profile, "max"),
-                                     gemm=int8_gemm, device=device)
 
 
 def fp32_variant(lab: QuantizationLab) -> Variant:

@@ -17,12 +17,11 @@ from suites.quantization.calibration import (
 from suites.quantization.cnn import INPUT_FEATURES, LAYERS, accuracy, predictions
 from suites.quantization.fake_quant import ActivationQuantizedCNN, quantize_weights
 from suites.quantization.int8_gemm import int8_gemm_reference, interpreting
-from suites.quantization.integer_model import MemoizedForward
+from suites.quantization.integer_model import MemoizedForward, integer_only_model
 from suites.quantization.lab import (
     EXPERIMENT,
     Variant,
     fp32_variant,
-    integer_only_model,
     measure_variant,
     record_variant,
 )
