@@ -7,8 +7,9 @@ warpgroups), no floating-point tensor core; no config spills; shared memory fits
 
 Launches: the epilogues the lab uses (int32 out; float scales and bias; int32 bias with the
 fixed-point requantize) at a square size and at the CNN's layers (batch 1024, convolutions as
-im2col GEMMs: K padded to 16 by the integer model, N as the layer has it). Quick: the square
-size and fc2, the layer whose unaligned K spilled; full: every layer."""
+im2col GEMMs: K padded to 16 by the integer model, N as the layer has it). Quick: the
+requantize epilogue at the square size and at fc2, the layer whose unaligned K spilled most;
+full: every epilogue at every shape."""
 
 from __future__ import annotations
 
@@ -58,12 +59,16 @@ def _config_id(cfg: triton.Config) -> str:
     return f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']}-w{cfg.num_warps}-s{cfg.num_stages}"
 
 
-@pytest.mark.hpml_sweep("shape", quick=["square-4096", "fc2"], full=list(SHAPES))
+#: Quick: the requantize epilogue (the most registers: int64 rescale), square and at fc2.
+QUICK = ["square-4096 requantize", "fc2 requantize"]
+FULL = [f"{shape} {epilogue}" for shape in SHAPES for epilogue in EPILOGUES]
+
+
+@pytest.mark.hpml_sweep("gemm", quick=QUICK, full=FULL)
 @pytest.mark.parametrize("target", list(TARGETS))
-@pytest.mark.parametrize("epilogue", EPILOGUES)
-def test_every_config_the_autotuner_may_choose_compiles_clean(hpml, monkeypatch, shape,
-                                                               epilogue, target):
+def test_every_config_the_autotuner_may_choose_compiles_clean(hpml, monkeypatch, gemm, target):
     hpml.experiment = "int8 GEMM compiled for each GPU"
+    shape, epilogue = gemm.split()
     launch = launch_of(monkeypatch, shape, epilogue)
     k = launch.args[10]
     assert k % 16 == 0, f"K = {k} reached the kernel unpadded"
@@ -85,7 +90,7 @@ def test_every_config_the_autotuner_may_choose_compiles_clean(hpml, monkeypatch,
         integer = "IGMMA" if target == "sm_90" and config.num_warps % 4 == 0 else "IMMA"
         if not found.count(integer):
             problems.append(f"{where} has no {integer}")
-    assert not problems, f"{shape} {epilogue} on {target}: " + "; ".join(problems)
+    assert not problems, f"{gemm} on {target}: " + "; ".join(problems)
 
 
 def test_the_requantize_epilogue_is_what_the_gpu_prune_keys_on(monkeypatch):
