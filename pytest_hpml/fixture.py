@@ -49,6 +49,7 @@ class Hpml:
     record_timing = _OwnRow()
     record_bandwidth = _OwnRow()
     record_flops = _OwnRow()
+    compile_kernel = _OwnRow()
     reference = _OwnRow()
     setting = _OwnRow()
     check = _OwnRow()

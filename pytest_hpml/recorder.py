@@ -24,6 +24,7 @@ from pytest_hpml.measure.timing import Timing, TimingConfig, measure
 from pytest_hpml.results import Better, Metric, Record
 
 if TYPE_CHECKING:
+    from pytest_hpml.machine.kernels import KernelResources
     from pytest_hpml.measure.ceilings import Ceilings
     from pytest_hpml.measure.utilization import UtilizationSampler
 
@@ -209,6 +210,27 @@ class Recorder:
         """Operations per call over the median time (FLOP/s, or OP/s for integer math)."""
         return self.record(name, flops_per_call / timing.median, unit=unit, better="higher",
                            timing=timing)
+
+    def compile_kernel(self, kernel: Any, *args: Any, target: str,
+                       **launch: Any) -> KernelResources:
+        """Compile a Triton kernel for a GPU target (no GPU needed) as `kernel[grid](*args,
+        **launch)` would be compiled on that GPU, and record what it uses: exact figures
+        (registers, spill bytes, shared memory, instruction counts), the compile time when this
+        run compiled it (not when Triton's cache had it), the launch options as settings."""
+        from pytest_hpml.machine.kernels import compile_kernel
+
+        resources = compile_kernel(kernel, args, launch, target)
+        for column, value in (("kernel", resources.kernel), ("target", target)):
+            self._record.params.setdefault(column, value)
+        for figure in resources.figures():
+            if figure.kind == "setting":
+                self.setting(figure.name, figure.value, figure.unit)
+            else:
+                self.record(figure.name, figure.value, figure.unit, figure.better,
+                            exact=figure.kind == "exact")
+        if resources.compile_seconds is None:
+            self.expect_missing("compile_time")
+        return resources
 
     # -- figures that are not measurements -------------------------------------------------------
     def reference(self, name: str, value: float, unit: str = "", *, source: str,
