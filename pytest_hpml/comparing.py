@@ -88,6 +88,10 @@ class Comparison:
             if changes and self.compare:
                 self.run.say_once("--hpml-compare: software changed since the baseline: "
                                   + "; ".join(changes))
+            seeded = {m.get("seeded_from") for r in found.records.values()
+                      for m in r.get("metrics", [])} - {None}
+            for source in sorted(seeded) if self.compare else ():
+                self.run.say_once(f"--hpml-compare: {verdicts.seeded_basis(source)}")
         if found is None and self.compare and self.require:
             others = sorted(p.name for p in self.directory.glob("*.json")) \
                 if self.directory.is_dir() else []

@@ -107,6 +107,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # The conftest.py files of the paths on the command line are imported before
+    # pytest_configure: one that imports a Triton kernel must find the interpreter chosen.
+    if run_of(early_config).used_because is None:
+        return
+    mode = getattr(early_config.known_args_namespace, "hpml_env", None) or \
+        early_config.getini("hpml_env") or "control"
+    if mode != "keep":
+        enable_triton_interpreter_without_gpu()
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped with a reason when there "
                             "is none")

@@ -49,6 +49,7 @@ class Hpml:
     record_timing = _OwnRow()
     record_bandwidth = _OwnRow()
     record_flops = _OwnRow()
+    compile_kernel = _OwnRow()
     reference = _OwnRow()
     setting = _OwnRow()
     check = _OwnRow()
@@ -139,6 +140,8 @@ class Hpml:
         yield recorder
 
     def records(self) -> list[Record]:
+        if self.context.disabled:
+            return []  # --hpml-disable: a plain test, nothing reported, compared or saved
         # The test's own row only counts when something was recorded in it.
         own = [self.own_row._record] if self.own_row._record.metrics else []
         return own + [r._record for r in self._rows if r._record.metrics]

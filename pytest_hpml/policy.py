@@ -72,6 +72,11 @@ def timing_config(item: pytest.Item, profile: str) -> TimingConfig:
     return TimingConfig.for_profile(profile, **{**run_wide, **test_wide})
 
 
+def plain_run(config: pytest.Config) -> bool:
+    """--hpml-disable: benchmarks run as plain tests (each timed function called once)."""
+    return bool(config.option.hpml_disable)
+
+
 def positive(kind: type) -> Callable[[str], Any]:
     """An argparse type: a number of `kind` > 0, with a message that says so."""
     def parse(text: str) -> Any:
@@ -100,11 +105,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                help="on (default): CPU timings also time a fixed memory copy between their "
                     "samples, and comparisons judge them relative to it (the machine's own "
                     "speed drifts on shared runners); off: raw timings only")
+    # pytest-benchmark's --benchmark-disable, for hpml.time and the benchmark fixture alike:
+    # the ordinary test job runs the benchmarks for their correctness checks only.
+    add_option(parser, "--hpml-disable", action="store_true",
+               help="run benchmarks as plain tests: each function given to hpml.time or "
+                    "benchmark is called once; nothing is timed, recorded, compared or saved "
+                    "(checks still fail the test)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "hpml(**options): timing and comparison options for this "
                             f"test: {', '.join(MARKER_OPTIONS)}")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if plain_run(config):
+        return ("hpml: --hpml-disable: benchmarks run as plain tests (each timed function "
+                "called once); nothing is timed, recorded, compared or saved")
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import time as clock_time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -23,6 +24,7 @@ from pytest_hpml.measure.timing import Timing, TimingConfig, measure
 from pytest_hpml.results import Better, Metric, Record
 
 if TYPE_CHECKING:
+    from pytest_hpml.machine.kernels import KernelResources
     from pytest_hpml.measure.ceilings import Ceilings
     from pytest_hpml.measure.utilization import UtilizationSampler
 
@@ -64,6 +66,8 @@ class HpmlContext:
     timing: TimingConfig = TimingConfig()  # the test's sampling policy
     tolerance: float | None = None  # @pytest.mark.hpml(tolerance=...); None: the run's
     interpreted: bool = False  # Triton kernels run in its interpreter (no GPU)
+    # --hpml-disable: timings call their function once and nothing of the test is recorded.
+    disabled: bool = False
 
     @property
     def ceilings(self) -> Ceilings:
@@ -88,6 +92,11 @@ class Recorder:
     def __init__(self, context: HpmlContext, record: Record) -> None:
         self.context = context
         self._record = record
+
+    def with_context(self, **changes: Any) -> Recorder:
+        """This row's Recorder under a changed context (another timing policy, the device a
+        call's arguments live on): what it records goes to the same row."""
+        return Recorder(replace(self.context, **changes), self._record)
 
     # -- rows and columns ------------------------------------------------------------------------
     def param(self, **columns: Any) -> None:
@@ -154,6 +163,8 @@ class Recorder:
         fn's last result. clock="device": CUDA events on a CUDA test, the wall clock on a CPU
         test; clock="host": the wall clock, for calls that end synchronized with the device
         (a whole program, a host-side loop)."""
+        if self.context.disabled:
+            return self._call_once(fn, args, kwargs, name)
         config = self.context.timing
         timer = clock_for(self.context.device, clock, cold_l2=config.cold_l2)
         if config.yardstick and self.context.device == "cpu":
@@ -168,6 +179,16 @@ class Recorder:
         for warning in timing.warnings:
             self._record.warnings.append(f"{name}: {warning}")
         return timing
+
+    @staticmethod
+    def _call_once(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any],
+                   name: str) -> Timing:
+        """--hpml-disable: one call, as a plain test makes it. Its wall time is the Timing's
+        one sample, so figures the test derives from it still compute; nothing is recorded."""
+        start = clock_time.perf_counter()
+        result = fn(*args, **kwargs)
+        return Timing(samples=[max(clock_time.perf_counter() - start, 1e-9)], result=result,
+                      recorded_as=name, warnings=["--hpml-disable: one call, not a timing"])
 
     def record_timing(self, name: str, samples: list[float], unit: str = "s") -> Timing:
         """A time measured elsewhere (per-step times from the ranks of a distributed run, a
@@ -189,6 +210,27 @@ class Recorder:
         """Operations per call over the median time (FLOP/s, or OP/s for integer math)."""
         return self.record(name, flops_per_call / timing.median, unit=unit, better="higher",
                            timing=timing)
+
+    def compile_kernel(self, kernel: Any, *args: Any, target: str,
+                       **launch: Any) -> KernelResources:
+        """Compile a Triton kernel for a GPU target (no GPU needed) as `kernel[grid](*args,
+        **launch)` would be compiled on that GPU, and record what it uses: exact figures
+        (registers, spill bytes, shared memory, instruction counts), the compile time when this
+        run compiled it (not when Triton's cache had it), the launch options as settings."""
+        from pytest_hpml.machine.kernels import compile_kernel
+
+        resources = compile_kernel(kernel, args, launch, target)
+        for column, value in (("kernel", resources.kernel), ("target", target)):
+            self._record.params.setdefault(column, value)
+        for figure in resources.figures():
+            if figure.kind == "setting":
+                self.setting(figure.name, figure.value, figure.unit)
+            else:
+                self.record(figure.name, figure.value, figure.unit, figure.better,
+                            exact=figure.kind == "exact")
+        if resources.compile_seconds is None:
+            self.expect_missing("compile_time")
+        return resources
 
     # -- figures that are not measurements -------------------------------------------------------
     def reference(self, name: str, value: float, unit: str = "", *, source: str,

@@ -17,7 +17,7 @@ import pytest
 
 from pytest_hpml.devices import triton_interpreted
 from pytest_hpml.fixture import Hpml
-from pytest_hpml.policy import marker_options, timing_config
+from pytest_hpml.policy import marker_options, plain_run, timing_config
 from pytest_hpml.recorder import HpmlContext
 from pytest_hpml.report.plots import CHART_KINDS
 from pytest_hpml.results import Record
@@ -42,7 +42,7 @@ def hpml(request: pytest.FixtureRequest) -> Hpml:
     context = HpmlContext(device=device, profile=profile,
                           timing=timing_config(item, profile),
                           tolerance=marker_options(item).get("tolerance"),
-                          interpreted=triton_interpreted())
+                          interpreted=triton_interpreted(), disabled=plain_run(config))
     record = Record(
         id=item.nodeid,
         experiment=item.nodeid.split("[", 1)[0],

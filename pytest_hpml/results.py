@@ -89,6 +89,10 @@ class Metric:
     relative_history: list[float] | None = None
     history_saves: list[int] | None = None
     accepted: list[dict[str, Any]] | None = None
+    # Baselines only: where a value came from when another tool measured it (a pytest-benchmark
+    # run seeded with `python -m pytest_hpml seed`): its between-run spread is unknown, and the
+    # first save of pytest-hpml's own runs replaces it.
+    seeded_from: str | None = None
     # Made by a comparison with a baseline; absent otherwise.
     verdict: Verdict | None = None
     # Spread of the samples, for printing "median ± IQR".

@@ -193,3 +193,24 @@ def apply_pinned_options(config: pytest.Config) -> None:
 def pytest_cmdline_main(config: pytest.Config) -> None:
     # Before any plugin configures itself: every module reads config.option as set here.
     apply_pinned_options(config)
+
+
+
+#: Where an xdist worker leaves its one-line messages for the controller (workeroutput).
+WORKER_MESSAGES = "hpml_messages"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # A worker's messages (a marker option not used, a chart not drawn) reach the terminal
+    # through the controller, the only process that prints the summary.
+    if not is_controller(session.config):
+        session.config.workeroutput[WORKER_MESSAGES] = list(run_of(session.config).messages)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown to a run without xdist
+def pytest_testnodedown(node: object, error: object) -> None:
+    config = getattr(node, "config", None)  # the controller's (xdist's WorkerController)
+    output = getattr(node, "workeroutput", None) or {}
+    if config is not None and RUN_KEY in config.stash:
+        for message in output.get(WORKER_MESSAGES, []):
+            run_of(config).say_once(message)

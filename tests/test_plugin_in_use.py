@@ -94,3 +94,19 @@ def test_a_run_that_does_not_use_the_plugin_looks_for_no_gpu(pytester: pytest.Py
     result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
     assert "hpml: GPUs" not in result.stdout.str() and "hpml: profile" not in result.stdout.str()
     assert "'PYTEST_HPML_GPUS': None" in _env_line(result)
+
+
+def test_a_conftest_given_on_the_command_line_finds_the_interpreter_chosen(
+        pytester: pytest.Pytester, clean_env: None) -> None:
+    # The conftest.py of a path on the command line is imported before pytest_configure.
+    lab = pytester.mkpydir("lab")
+    (lab / "conftest.py").write_text("import os\n\nAT_CONFTEST = os.environ.get("
+                                     "'TRITON_INTERPRET')\n\n\ndef pytest_report_header():\n"
+                                     "    return f'AT_CONFTEST {AT_CONFTEST}'\n")
+    (lab / "test_k.py").write_text("def test_k():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hpml-profile=quick",
+                                           "lab")
+    result.assert_outcomes(passed=1)
+    from hpml_testing import HAS_GPU
+
+    result.stdout.fnmatch_lines(["AT_CONFTEST None" if HAS_GPU else "AT_CONFTEST 1"])

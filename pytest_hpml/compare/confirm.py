@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,21 @@ def passed_options(option: Any) -> list[str]:
     return args
 
 
+def plugin_args(invocation: Sequence[str]) -> list[str]:
+    """The -p options of a command line ("-p NAME", "-pNAME", "-p=NAME"), xdist's left out:
+    a rerun runs without it."""
+    found, args = [], list(invocation)
+    for i, arg in enumerate(args):
+        name = None
+        if arg == "-p" and i + 1 < len(args):
+            name = args[i + 1]
+        elif arg.startswith("-p") and arg not in ("-p",) and not arg.startswith("-p-"):
+            name = arg[2:].lstrip("=")
+        if name and name.removeprefix("no:") != "xdist":
+            found += ["-p", name]
+    return found
+
+
 def pytest_args(item: pytest.Item, profile: str, report: Path) -> list[str]:
     """pytest's arguments for one rerun of `item` writing its records to `report`."""
     config = item.config
@@ -57,6 +73,10 @@ def pytest_args(item: pytest.Item, profile: str, report: Path) -> list[str]:
             *passed_options(config.option)]
     if config.inipath:
         args[1:1] = ["-c", str(config.inipath)]
+    # The run's own plugin choices (-p no:benchmark hands `benchmark` to pytest-hpml): a rerun
+    # that loaded other plugins would measure another fixture, or none.
+    invocation = getattr(config, "invocation_params", None)  # absent on a stand-in config
+    args += plugin_args(invocation.args if invocation else ())
     if config.pluginmanager.has_plugin("xdist"):
         args += ["-p", "no:xdist"]
     return args

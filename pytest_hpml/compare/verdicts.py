@@ -150,18 +150,34 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
                    alpha: float = DEFAULT_ALPHA, can_confirm: int = 0, *,
                    drift: float = DEFAULT_DRIFT, max_detectable: float | None = None
                    ) -> Verdict | None:
+    """The verdict of a measured metric against its stored counterpart (see _verdict); one
+    that rests on a value another tool measured says so. `drift`: assumed between occasions
+    for a time or a rate until the history knows it; `max_detectable`: a detectable change
+    beyond it is a blind spot, said in the verdict."""
+    verdict = _verdict(current, base, Rules(tolerance, alpha, drift, max_detectable),
+                       can_confirm)
+    if verdict is not None and base is not None and base.seeded_from:
+        basis = "; ".join(filter(None, (verdict.basis, seeded_basis(base.seeded_from))))
+        verdict = replace(verdict, basis=basis)
+    return verdict
+
+
+def seeded_basis(seeded_from: str) -> str:
+    return (f"the baseline is {seeded_from}: its between-run spread is unknown until "
+            "pytest-hpml has saved its own runs (--hpml-save-baseline)")
+
+
+def _verdict(current: Metric, base: Metric | None, rules: Rules,
+             can_confirm: int) -> Verdict | None:
     """The verdict of a measured metric against its stored counterpart (None for a metric that
     is not compared: a check, a reference, a setting). The values of fresh processes travel in
     current.runs. With can_confirm (the fresh processes a confirmation would add), a worse
     change beyond the tolerance comes back `suspect`, to be measured again before it is final,
-    unless the noise already known says no such confirmation could make it a regression.
-    `drift`: assumed between occasions for a time or a rate until the history knows it;
-    `max_detectable`: a detectable change beyond it is a blind spot, said in the verdict."""
+    unless the noise already known says no such confirmation could make it a regression."""
     if not current.compared:
         return None
     if base is None:
         return Verdict("new")
-    rules = Rules(tolerance, alpha, drift, max_detectable)
     exact = current.exact or base.exact
     tol = current.tolerance if current.tolerance is not None else 0.0 if exact else \
         rules.tolerance

@@ -145,7 +145,7 @@ def calls_per_sample(clock: Clock, call: Call, min_sample_time: float, first_gue
     inner = 1
     for _ in range(CALIBRATION_ROUNDS):
         cheap = inner > 1 or first_guess < RECHECK_BELOW * min_sample_time
-        taken = clock.run(call, 2 if cheap else 1, inner)
+        taken = clock.run(call, 2 if cheap else 1, inner, time_left=0.0)
         per_call = min(taken)
         first_guess = per_call
         if per_call * inner >= min_sample_time:
@@ -166,7 +166,7 @@ def measure(
 ) -> Timing:
     """Warm up, then sample in batches until the relative standard error or the cap says stop."""
     call = Call(fn, args, kwargs)
-    warm = clock.run(call, config.warmup, 1)
+    warm = clock.run(call, config.warmup, 1, time_left=0.0)  # warm-up: nothing measured again
     inner = 1
     samples: list[float] = []
     started = wall_ns()  # choosing the calls per sample is part of the sampling time
@@ -190,7 +190,8 @@ def measure(
 
     while True:
         if batch:
-            samples.extend(clock.run(call, batch, inner))
+            time_left = config.max_time - (wall_ns() - started) / 1e9
+            samples.extend(clock.run(call, batch, inner, time_left=time_left))
         elapsed = (wall_ns() - started) / 1e9
         if len(samples) >= config.max_samples or elapsed >= config.max_time:
             break

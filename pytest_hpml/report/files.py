@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pytest_hpml.report.tables import build_tables, render
 from pytest_hpml.results import Record, json_safe
@@ -33,6 +33,22 @@ def _csv_number(value: float | None) -> str:
     return "" if value is None else repr(value)
 
 
+def write_csv(stream: TextIO, records: list[Record]) -> None:
+    """Every metric of `records`, one row each, with its verdict where it has one."""
+    writer = csv.writer(stream)
+    writer.writerow(CSV_COLUMNS)
+    for r in records:
+        params = ";".join(f"{k}={v}" for k, v in r.params.items())
+        for m in r.metrics:
+            v = m.verdict
+            writer.writerow([r.experiment, r.id, params, m.name, m.kind, repr(m.value),
+                             m.unit, m.better or "", _csv_number(m.iqr),
+                             len(m.samples) if m.samples else "",
+                             _csv_number(v and v.baseline), _csv_number(v and v.change),
+                             v.outcome if v else "", _csv_number(v and v.mdc),
+                             (v and v.basis) or "", m.source or "", m.note or ""])
+
+
 def write_report(path: Path, records: list[Record], fingerprint: dict[str, Any], profile: str,
                  compare: bool) -> Path:
     path = Path(path)
@@ -53,16 +69,5 @@ def write_report(path: Path, records: list[Record], fingerprint: dict[str, Any],
                         encoding="utf-8")
     else:
         with path.open("w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f)
-            writer.writerow(CSV_COLUMNS)
-            for r in records:
-                params = ";".join(f"{k}={v}" for k, v in r.params.items())
-                for m in r.metrics:
-                    v = m.verdict
-                    writer.writerow([r.experiment, r.id, params, m.name, m.kind, repr(m.value),
-                                     m.unit, m.better or "", _csv_number(m.iqr),
-                                     len(m.samples) if m.samples else "",
-                                     _csv_number(v and v.baseline), _csv_number(v and v.change),
-                                     v.outcome if v else "", _csv_number(v and v.mdc),
-                                     (v and v.basis) or "", m.source or "", m.note or ""])
+            write_csv(f, records)
     return path

@@ -51,6 +51,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+import pytest_hpml
+
 # -- clocks ---------------------------------------------------------------------------------------
 
 class HostClock:
@@ -79,23 +81,19 @@ class HostClock:
 
 class CudaEventClock:
     """Marks are CUDA events recorded on the current stream; ``seconds`` is valid once the
-    events have completed (after ``synchronize``). ``hold`` queues a GPU busy-wait
-    (torch.cuda._sleep, a kernel that spins for a number of GPU clock cycles) ahead of a mark.
-    ``event``, ``synchronize`` and ``spin`` are parameters only so that the arithmetic can be
-    tested on a machine without a GPU."""
-
-    #: GPU cycles of the busy-wait timed to learn its rate: milliseconds on any GPU, so that
-    #: the launch of the timed kernel is a small part of it.
-    CALIBRATION_CYCLES = 10_000_000
+    events have completed (after ``synchronize``). ``hold`` queues the plugin's GPU busy-wait
+    (pytest_hpml.gpu_busy_wait: torch.cuda._sleep at a rate measured once per device) ahead of a
+    mark. ``event``, ``synchronize`` and ``busy_wait`` are parameters only so that the
+    arithmetic can be tested on a machine without a GPU."""
 
     def __init__(self, device: torch.device | None = None,
                  event: Callable[..., Any] | None = None,
                  synchronize: Callable[[], None] | None = None,
-                 spin: Callable[[int], Any] | None = None) -> None:
+                 busy_wait: Callable[[float], Any] | None = None) -> None:
+        self._device = device
         self._event = event or (lambda: torch.cuda.Event(enable_timing=True))
         self._synchronize = synchronize or (lambda: torch.cuda.synchronize(device))
-        self._spin = spin or torch.cuda._sleep
-        self._cycles_per_second: float | None = None
+        self._busy_wait = busy_wait
 
     def mark(self) -> Any:
         event = self._event()
@@ -106,23 +104,10 @@ class CudaEventClock:
         return start.elapsed_time(end) / 1e3  # CUDA events measure milliseconds
 
     def calibrate(self) -> None:
-        """Learn the busy-wait's cycles per second by timing it with this clock's events:
-        the SM clock under load is not the nominal one, and torch does not report it. (The
-        plugin's CUDA clock calibrates the same way; the lab may not import the plugin's
-        measuring modules.)"""
-        if self._cycles_per_second is not None:
-            return
-        self._spin(self.CALIBRATION_CYCLES // 10)  # the kernel loaded before it is timed
-        start = self.mark()
-        self._spin(self.CALIBRATION_CYCLES)
-        end = self.mark()
-        self.synchronize()
-        seconds = self.seconds(start, end)
-        if not seconds > 0:
-            raise RuntimeError("the GPU busy-wait (torch.cuda._sleep) took no measurable time: "
-                               "its rate cannot be learnt, so nothing can be queued ahead of a "
-                               "timed loop")
-        self._cycles_per_second = self.CALIBRATION_CYCLES / seconds
+        """Have the busy-wait ready: its rate is measured once per device, which takes a
+        synchronize, so a rank calls this before the ranks line up for a timed loop."""
+        if self._busy_wait is None:
+            self._busy_wait = pytest_hpml.gpu_busy_wait(self._device or "cuda")
 
     def hold(self, seconds: float) -> None:
         """Queue about ``seconds`` of GPU busy-wait on the current stream: the next mark is
@@ -131,8 +116,8 @@ class CudaEventClock:
         if seconds <= 0:
             return
         self.calibrate()
-        assert self._cycles_per_second is not None
-        self._spin(max(1, round(seconds * self._cycles_per_second)))
+        assert self._busy_wait is not None
+        self._busy_wait(seconds)
 
     def synchronize(self) -> None:
         self._synchronize()
