@@ -10,6 +10,11 @@ trial, and which goes first alternates between trials, so both see the same mach
 
     python tools/verdict_benchmark.py --trials 10 --out hpml-out/verdicts
     python tools/verdict_benchmark.py --trials 10 --before 2a74992   # + the plugin at a commit
+    python tools/verdict_benchmark.py --suite --minutes 20            # a suite over a day
+
+--suite runs the suite mode (tools/verdict_suite.py): twelve benchmarks, one save, unchanged
+runs and 25 % slowdowns spread over --minutes, with the base-ref mode beside the stored
+baseline and pytest-benchmark.
 
 pytest-benchmark's side: --benchmark-compare-fail=median:10% (the same 10 % the plugin's
 default tolerance uses). `--before REV` adds a column for pytest-hpml at git revision REV (a
@@ -27,6 +32,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import verdict_suite  # tools/ is on sys.path when this file runs
 
 ROOT = Path(__file__).resolve().parents[1]
 CONDITIONS = [("A/A", 1.0), ("A/A", 1.0), ("+20 % work", 1.2), ("+50 % work", 1.5)]
@@ -166,12 +173,31 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "hpml-out" / "verdicts")
     parser.add_argument("--before", metavar="REV", default=None,
                         help="also run pytest-hpml at this git revision (a worktree)")
+    suite = parser.add_argument_group("suite mode")
+    suite.add_argument("--suite", action="store_true",
+                       help="a suite of twelve benchmarks over a working day (verdict_suite.py)")
+    suite.add_argument("--unchanged", type=int, default=24, help="unchanged runs (24)")
+    suite.add_argument("--slowed", type=int, default=12,
+                       help="runs with one benchmark doing 25 %% more work (12)")
+    suite.add_argument("--minutes", type=float, default=20.0,
+                       help="spread the runs over at least this long (20)")
+    suite.add_argument("--benchmarks", nargs="+", choices=list(verdict_suite.BENCHMARKS),
+                       default=list(verdict_suite.BENCHMARKS), metavar="NAME",
+                       help="a part of the suite (a smoke run)")
     args = parser.parse_args()
     try:
         import pytest_benchmark  # noqa: F401
     except ImportError:
         raise SystemExit("pytest-benchmark is not installed: pip install pytest-benchmark") \
             from None
+    if args.suite:
+        out = args.out if args.out != parser.get_default("out") else ROOT / "hpml-out" / "suite"
+        shutil.rmtree(out, ignore_errors=True)
+        everyone = verdict_suite.run_suite(out, args.benchmarks, args.unchanged, args.slowed,
+                                           args.minutes)
+        print()
+        print(verdict_suite.suite_table(everyone))
+        return
     everyone = run(args.out, args.trials, args.before)
     print()
     print(table(everyone))
