@@ -8,17 +8,18 @@ damaged file stops the run at once, naming the file, instead of after hours of G
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 import pytest
 
 from pytest_hpml.compare import baselines, confirm, verdicts
 from pytest_hpml.machine.fingerprint import fingerprint, machine_key, software_changes
-from pytest_hpml.policy import positive
-from pytest_hpml.report.files import Output
+from pytest_hpml.policy import non_negative, path_option, positive
+from pytest_hpml.report.files import Output, writable_problem
 from pytest_hpml.results import Record
 from pytest_hpml.selection import profile_of
-from pytest_hpml.session import HpmlRun, is_controller, run_of
+from pytest_hpml.session import OUTER_RUN_ONLY, HpmlRun, is_controller, outer_run_only, run_of
 
 
 class Comparison:
@@ -38,6 +39,11 @@ class Comparison:
         self.alpha: float = opt.hpml_alpha
         self.directory = Path(opt.hpml_baselines or Path(config.rootpath, "baselines"))
         self.baseline: baselines.Baseline | None = None
+        # Fresh processes that failed (a rerun that fails its own checks confirms nothing),
+        # "nodeid: what happened": those of the test being judged, carried on its report, and
+        # all of the run's, gathered by the controller and said once at the end.
+        self.new_rerun_failures: list[str] = []
+        self.rerun_failures: list[str] = []
 
     # The machine's identity asks torch about GPUs: only runs that compare or save pay for it.
     @property
@@ -49,11 +55,18 @@ class Comparison:
         return baselines.baseline_path(self.directory, self.machine, self.profile)
 
     def open(self) -> None:
-        """Check the folder and read the file; raises pytest.UsageError naming what is wrong."""
+        """Check the folder and read the file before any test runs; raises pytest.UsageError
+        naming what is wrong (a save that cannot happen is said now, not after the tests)."""
         if self.directory.exists() and not self.directory.is_dir():
             raise pytest.UsageError(f"--hpml-baselines={self.directory} is a file; the option "
                                     "takes a folder (baseline files are named by machine and "
                                     "profile inside it)")
+        if self.save:
+            problem = writable_problem(self.directory, folder=True) or (
+                writable_problem(self.path) if self.directory.is_dir() else None)
+            if problem:
+                raise pytest.UsageError(f"--hpml-save-baseline: cannot save in "
+                                        f"--hpml-baselines={self.directory}: {problem}")
         try:
             found = baselines.load(self.path)
         except baselines.BaselineError as exc:
@@ -65,9 +78,14 @@ class Comparison:
                     f"{self.profile!r} at {self.path}; every metric is 'new'. Record one "
                     "with --hpml-save-baseline.")
         elif machine_key(found.fingerprint) != self.machine:
-            self.run.say_once(f"--hpml-compare: {found.path} was recorded on "
-                              f"{machine_key(found.fingerprint)!r}, not on this machine "
-                              f"({self.machine!r}): not compared.")
+            elsewhere = (f"{found.path} was recorded on {machine_key(found.fingerprint)!r}, "
+                         f"not on this machine ({self.machine!r})")
+            if self.save:
+                raise pytest.UsageError(
+                    f"--hpml-save-baseline: {elsewhere}; a save never overwrites another "
+                    "machine's baseline. Move the file away, or point --hpml-baselines at "
+                    "another folder.")
+            self.run.say_once(f"--hpml-compare: {elsewhere}: not compared.")
             found = None
         else:
             changes = software_changes(found.fingerprint, fingerprint())
@@ -86,7 +104,8 @@ class Comparison:
                       why: str) -> None:
         """Run the test in `processes` fresh processes and give each measured metric its
         values from them (Metric.runs)."""
-        reruns, problems = confirm.rerun(item, self.profile, processes)
+        reruns, problems = confirm.rerun(item, self.profile, processes, OUTER_RUN_ONLY)
+        self.new_rerun_failures += [f"{item.nodeid}: {p}" for p in problems]
         for record in records:
             measured = confirm.metrics_by_name(reruns, record.id)
             for m in record.metrics:
@@ -132,7 +151,8 @@ class Comparison:
         passed = [r for r in records if r.id not in self.run.failed_ids]
         if len(passed) < len(records):
             self.run.say_once(f"--hpml-save-baseline: {len(records) - len(passed)} row(s) of "
-                              "failed tests not saved; their previous baseline entries are kept.")
+                              "tests that did not pass (failed, xfail, or an error in teardown) "
+                              "not saved; their previous baseline entries are kept.")
         if not passed:
             return []
         saved = baselines.save(self.path, fingerprint(), self.profile, passed,
@@ -141,7 +161,7 @@ class Comparison:
             self.run.say_once(f"--hpml-save-baseline: {len(saved.skipped)} metric(s) are not "
                               "finite numbers and were not saved: " + "; ".join(saved.skipped[:5])
                               + (" ..." if len(saved.skipped) > 5 else ""))
-        return [saved.path]
+        return [self.path]  # a symlink is shown with the file it links to
 
 
 COMPARISON_KEY = pytest.StashKey[Comparison]()
@@ -150,6 +170,19 @@ COMPARISON_KEY = pytest.StashKey[Comparison]()
 DEFAULT_CONFIRMATIONS = 2
 #: Processes behind a saved baseline: three medians are the fewest that give a spread.
 DEFAULT_BASELINE_PROCESSES = 3
+
+
+def significance(text: str) -> float:
+    """An argparse type: a significance level, a probability strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the significance level is a probability between 0 and 1 (exclusive); "
+            f"typical values are 0.01 (the default) and 0.05")
+    return value
 
 
 def fraction(text: str) -> float:
@@ -172,7 +205,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="compare with this machine's baseline; fail tests whose metrics regressed")
     group.addoption("--hpml-save-baseline", action="store_true",
                     help="merge this run's results into this machine's baseline file")
-    group.addoption("--hpml-baselines", metavar="DIR", default=None,
+    group.addoption("--hpml-baselines", metavar="DIR", default=None, type=path_option,
                     help="folder of baseline files (default: <rootdir>/baselines)")
     group.addoption("--hpml-baseline-runs", type=positive(int), default=baselines.DEFAULT_KEEP,
                     metavar="N", help="runs of history a baseline keeps per metric, so the "
@@ -188,37 +221,72 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--hpml-tolerance", type=fraction, default=verdicts.DEFAULT_TOLERANCE,
                     metavar="FRACTION", help="default relative change before a metric counts as "
                     f"changed ({verdicts.DEFAULT_TOLERANCE})")
-    group.addoption("--hpml-alpha", type=fraction, default=verdicts.DEFAULT_ALPHA, metavar="P",
+    group.addoption("--hpml-alpha", type=significance, default=verdicts.DEFAULT_ALPHA, metavar="P",
                     help="significance level of a verdict: a change must be this unlikely "
                          f"under the noise this machine has shown ({verdicts.DEFAULT_ALPHA})")
-    group.addoption("--hpml-confirm", type=int, default=DEFAULT_CONFIRMATIONS, metavar="N",
+    group.addoption("--hpml-confirm", type=non_negative(int), default=DEFAULT_CONFIRMATIONS,
+                    metavar="N",
                     help="fresh processes that measure a suspected regression again before it "
                          f"fails the test ({DEFAULT_CONFIRMATIONS}; 0: decide from the run "
                          "alone)")
+    # The comparison and the save are the outer run's: a rerun only measures.
+    outer_run_only("--hpml-compare", "--hpml-save-baseline", "--hpml-baselines",
+                   "--hpml-baseline-runs", "--hpml-baseline-processes", "--hpml-reset-baseline",
+                   "--hpml-tolerance", "--hpml-alpha", "--hpml-confirm")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     comparison = config.stash[COMPARISON_KEY] = Comparison(config, run_of(config))
+    if comparison.reset and not comparison.save:
+        raise pytest.UsageError("--hpml-reset-baseline restarts the history of the rows a save "
+                                "stores: add --hpml-save-baseline (or leave the option out)")
     if (comparison.compare and comparison.confirm) or (comparison.save
                                                        and comparison.processes > 1):
         confirm.start_forkserver_in_background()
     if comparison.compare or (comparison.save and is_controller(config)):
         # Workers compare too, against the file the controller checked.
         comparison.open()
+    if is_controller(config):
+        config.pluginmanager.register(RerunFailures(comparison), f"hpml-reruns-{id(config)}")
 
 
 def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
                       records: list[Record]) -> None:
     comparison = item.config.stash[COMPARISON_KEY]
     failing = []
+    comparison.new_rerun_failures = []
     if comparison.compare:
         failing = comparison.judge(item, records, may_confirm=report.passed)
     if comparison.save and report.passed and not failing:
         comparison.widen_history(item, records)
+    if comparison.new_rerun_failures:
+        # Carried to the controller on the report (an xdist worker's own list is never read).
+        report.hpml_rerun_failures = comparison.new_rerun_failures
     if failing and report.passed:
         report.outcome = "failed"
         report.longrepr = "hpml: failed the comparison with the baseline:\n  " + "\n  ".join(
             failing)
+
+
+class RerunFailures:
+    """The controller's collector of the fresh processes that failed, from the call reports
+    of its own tests and of xdist workers'."""
+
+    def __init__(self, comparison: Comparison) -> None:
+        self.comparison = comparison
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            self.comparison.rerun_failures += getattr(report, "hpml_rerun_failures", None) or []
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    comparison = session.config.stash.get(COMPARISON_KEY, None)
+    failures = comparison.rerun_failures if comparison else []
+    if failures and is_controller(session.config):
+        comparison.run.say_once(
+            f"{len(failures)} fresh process(es) failed, so they confirmed nothing (verdicts and "
+            f"saves rest on the processes that worked); the first: {failures[0]}")
 
 
 def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:

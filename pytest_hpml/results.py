@@ -85,6 +85,11 @@ class Metric:
     iqr: float | None = None
 
     def __post_init__(self) -> None:
+        # These rules are also the baseline loader's (it builds every stored metric through
+        # here): a metric hpml.record accepts is one a saved baseline can be read back with.
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"metric name {self.name!r}: a metric is named by a non-empty "
+                            "string, e.g. hpml.record('time', ...)")
         if self.better not in ("lower", "higher", None):
             raise ValueError(
                 f"metric {self.name!r}: better must be 'lower', 'higher' or None, "
@@ -106,6 +111,13 @@ class Metric:
                     # One broken sample would poison every statistic of the metric.
                     raise ValueError(f"metric {self.name!r}: sample {i} is {v}; samples must "
                                      "be finite numbers")
+        if self.kind == "measured" and self.unit == "s":
+            negative = [v for v in [self.value, *(self.samples or [])] if v < 0]
+            if negative:
+                raise ValueError(
+                    f"metric {self.name!r}: a time of {negative[0]!r} s is negative; a "
+                    "measured time is never below 0 (record a difference that can be negative "
+                    "without unit='s', or clamp it at 0)")
 
     @property
     def relative(self) -> float | None:

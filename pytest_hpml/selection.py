@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_hpml.machine.gpus import visible_gpu_count
+from pytest_hpml.session import outer_run_only
 
 PROFILES = ("quick", "full")
 PRECISIONS = ("fp64", "fp32", "fp16", "bf16", "int8")
@@ -106,6 +107,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--hpml-profile", choices=PROFILES, default=None,
                     help="size profile: quick (small sizes, minutes on a CPU) or full (the "
                          "experiments as published). Default: full with a GPU, else quick.")
+    # A rerun is given the profile this run chose (the default may differ in the rerun).
+    outer_run_only("--hpml-profile")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -16,7 +16,10 @@ class HpmlRun:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.records: list[Record] = []
-        self.failed_ids: set[str] = set()  # rows of failed tests: reported, never saved
+        # Rows of tests that did not pass (failed, xfail, an error in teardown): reported, never
+        # saved.
+        self.failed_ids: set[str] = set()
+        self.ran = 0  # tests whose call phase ran (in this process or an xdist worker)
         self.messages: list[str] = []  # said once each in the terminal summary
         self.written: list[str] = []  # outputs written at the end, "wrote PATH" lines
 
@@ -45,6 +48,19 @@ def xdist_workers(config: pytest.Config) -> int:
     if isinstance(value, int):
         return value
     return os.cpu_count() or 1  # "auto" and "logical": xdist picks about one per core
+
+
+#: Options of the outer run alone, by argparse dest: its outputs, the comparison and the save,
+#: and the size profile (a rerun is given the one the outer run chose). A confirmation rerun
+#: (pytest_hpml.compare.confirm) gets the invocation's own arguments without these. Each module
+#: that declares such an option says so here beside its declaration (outer_run_only), so a
+#: new output option cannot leak into reruns unnoticed.
+OUTER_RUN_ONLY: set[str] = set()
+
+
+def outer_run_only(*flags: str) -> None:
+    """Mark options (by flag, "--hpml-report") as not given to confirmation reruns."""
+    OUTER_RUN_ONLY.update(flag.lstrip("-").replace("-", "_") for flag in flags)
 
 
 @pytest.hookimpl(tryfirst=True)

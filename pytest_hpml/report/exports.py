@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from pytest_hpml.report.files import write_atomic
 from pytest_hpml.report.units import scale_for
 from pytest_hpml.results import Metric, Record, json_safe, measured_figures
 
@@ -59,15 +60,20 @@ def write_benchmark_action(path: Path, records: list[Record], say: Say | None = 
                            ) -> list[Path]:
     """PATH gets the smaller-is-better entries, PATH with '-bigger' the bigger-is-better ones."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = benchmark_action(records, say)
-    bigger = path.with_name(f"{path.stem}-bigger{path.suffix or '.json'}")
     written = []
-    for target, key in ((path, "customSmallerIsBetter"), (bigger, "customBiggerIsBetter")):
-        target.write_text(json.dumps(json_safe(data[key]), indent=1, allow_nan=False),
-                          encoding="utf-8")
+    for target, key in ((path, "customSmallerIsBetter"),
+                        (bigger_path(path), "customBiggerIsBetter")):
+        text = json.dumps(json_safe(data[key]), indent=1, allow_nan=False)
+        write_atomic(target, lambda f, text=text: f.write(text))
         written.append(target)
     return written
+
+
+def bigger_path(path: Path) -> Path:
+    """The second file of a github-action-benchmark export: its bigger-is-better entries."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}-bigger{path.suffix or '.json'}")
 
 
 def bencher_bmf(records: list[Record], say: Say | None = None
@@ -86,7 +92,6 @@ def bencher_bmf(records: list[Record], say: Say | None = None
 
 def write_bencher(path: Path, records: list[Record], say: Say | None = None) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(json_safe(bencher_bmf(records, say)), indent=1, allow_nan=False),
-                    encoding="utf-8")
+    text = json.dumps(json_safe(bencher_bmf(records, say)), indent=1, allow_nan=False)
+    write_atomic(path, lambda f: f.write(text))
     return path
