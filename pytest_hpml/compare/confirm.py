@@ -16,13 +16,14 @@ state, thread placement, clocks), where samples of one process cannot see it. Ea
 forked from a forkserver that has imported torch and pytest once and run nothing (so a rerun
 starts with a fresh allocator and no thread pools, as a new process does, without paying
 seconds of imports each time); where the platform has no forkserver, a plain `python -m
-pytest` subprocess. A rerun ends with the run: when the run is stopped (Ctrl-C, SIGTERM), and
-when the process that started it dies (the forkserver, then the rerun, are told by the kernel).
+pytest` subprocess. A rerun ends with the run: it is stopped when the run is (Ctrl-C, SIGTERM),
+and when the run is killed outright the forkserver ends, and the kernel stops the rerun.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -33,6 +34,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Collection, Iterable
+from multiprocessing import forkserver as mp_forkserver
 from pathlib import Path
 from typing import Any
 
@@ -162,10 +164,21 @@ def pytest_args(item: pytest.Item, profile: str, report: Path,
     return args
 
 
-def _end_with_parent() -> None:
-    """Linux: the kernel sends this process SIGTERM when its parent (the forkserver, which
-    itself ends when the process that started it does) dies, so that a rerun never outlives
-    a run killed without a chance to stop it (an xdist worker killed, SIGKILL)."""
+def _end_with_the_run() -> None:
+    """Make this rerun end with the run that started it, even when the run is killed without
+    a chance to stop it (SIGKILL, an xdist worker killed).
+
+    The forkserver ends when no process holds the write end of its "alive" pipe; the run holds
+    one, and multiprocessing hands one to every process the server forks, so a running rerun
+    would keep the server, and the server the rerun, alive for ever. The rerun gives its copy
+    up (it never asks the server for anything: a forkserver it needs is its own), and asks the
+    kernel (Linux) for SIGTERM when its parent, the server, ends."""
+    server = getattr(mp_forkserver, "_forkserver", None)
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    if alive is not None:
+        with contextlib.suppress(OSError):
+            os.close(alive)
+        server._forkserver_alive_fd = None
     if not sys.platform.startswith("linux"):
         return  # pragma: no cover
     try:
@@ -176,7 +189,7 @@ def _end_with_parent() -> None:
 
 def _forked_pytest(args: list[str], cwd: str, log: str, environ: dict[str, str]) -> None:
     """A rerun's process body (forked from the forkserver): pytest's output to a log."""
-    _end_with_parent()
+    _end_with_the_run()
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
