@@ -98,6 +98,7 @@ class Recorder:
         is judged with its evidence: per-sample values scale with the time (lower is better)
         or with its inverse (higher is better), and its verdict follows the timing's.
         """
+        __tracebackhide__ = True  # a metric it refuses is the test's mistake, not the plugin's
         if tolerance is None:
             tolerance = self.context.tolerance
         derived_from = None

@@ -87,6 +87,7 @@ class Metric:
     def __post_init__(self) -> None:
         # These rules are also the baseline loader's (it builds every stored metric through
         # here): a metric hpml.record accepts is one a saved baseline can be read back with.
+        __tracebackhide__ = True  # pytest shows the test's line and the message, not this code
         if not isinstance(self.name, str) or not self.name:
             raise TypeError(f"metric name {self.name!r}: a metric is named by a non-empty "
                             "string, e.g. hpml.record('time', ...)")
