@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pytest_hpml.compare.verdicts import compare_results, read_results
     from pytest_hpml.fixture import Hpml
+    from pytest_hpml.machine.kernels import KernelResources
+    from pytest_hpml.measure.clocks import gpu_busy_wait
     from pytest_hpml.measure.timing import Timing, TimingConfig
     from pytest_hpml.recorder import OutOfMemory, Recorder, is_out_of_memory
     from pytest_hpml.results import Metric, Record, Verdict
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "Hpml": "pytest_hpml.fixture",
+    "KernelResources": "pytest_hpml.machine.kernels",
     "Metric": "pytest_hpml.results",
     "OutOfMemory": "pytest_hpml.recorder",
     "Record": "pytest_hpml.results",
@@ -28,6 +31,7 @@ _EXPORTS = {
     "Timing": "pytest_hpml.measure.timing",
     "TimingConfig": "pytest_hpml.measure.timing",
     "compare_results": "pytest_hpml.compare.verdicts",
+    "gpu_busy_wait": "pytest_hpml.measure.clocks",
     "precisions": "pytest_hpml.selection",
     "read_results": "pytest_hpml.compare.verdicts",
     "Verdict": "pytest_hpml.results",
@@ -35,6 +39,7 @@ _EXPORTS = {
 }
 __all__ = [
     "Hpml",
+    "KernelResources",
     "Metric",
     "OutOfMemory",
     "Record",
@@ -43,6 +48,7 @@ __all__ = [
     "TimingConfig",
     "Verdict",
     "compare_results",
+    "gpu_busy_wait",
     "is_out_of_memory",
     "precisions",
     "read_results",

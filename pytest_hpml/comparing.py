@@ -8,18 +8,18 @@ damaged file stops the run at once, naming the file, instead of after hours of G
 from __future__ import annotations
 
 import argparse
-import math
+import datetime
 from pathlib import Path
 
 import pytest
 
-from pytest_hpml.compare import baselines, confirm, verdicts
+from pytest_hpml.compare import baselines, confirm, suite, verdicts
 from pytest_hpml.machine.fingerprint import fingerprint, machine_key, software_changes
-from pytest_hpml.policy import non_negative, path_option, positive
+from pytest_hpml.policy import marker_options, non_negative, path_option, positive, significance
 from pytest_hpml.report.files import Output, writable_problem
 from pytest_hpml.results import Record
 from pytest_hpml.selection import profile_of
-from pytest_hpml.session import OUTER_RUN_ONLY, HpmlRun, is_controller, outer_run_only, run_of
+from pytest_hpml.session import OUTER_RUN_ONLY, HpmlRun, add_option, is_controller, run_of
 
 
 class Comparison:
@@ -28,7 +28,7 @@ class Comparison:
     def __init__(self, config: pytest.Config, run: HpmlRun) -> None:
         opt = config.option
         self.run = run
-        self.profile = profile_of(config)
+        self.config = config
         self.compare: bool = opt.hpml_compare
         self.save: bool = opt.hpml_save_baseline
         self.keep: int = opt.hpml_baseline_runs
@@ -37,8 +37,15 @@ class Comparison:
         self.processes: int = opt.hpml_baseline_processes
         self.tolerance: float = opt.hpml_tolerance
         self.alpha: float = opt.hpml_alpha
+        self.require: bool = opt.hpml_require_baseline
+        self.prune: bool = opt.hpml_prune_baseline
         self.directory = Path(opt.hpml_baselines or Path(config.rootpath, "baselines"))
         self.baseline: baselines.Baseline | None = None
+        # What the run collected and ran, for the stored rows it did not make (compare/suite).
+        self.collected: set[str] = set()
+        self.ran: set[str] = set()
+        self.deselected = 0
+        self.pruned: frozenset[str] = frozenset()
         # Fresh processes that failed (a rerun that fails its own checks confirms nothing),
         # "nodeid: what happened": those of the test being judged, carried on its report, and
         # all of the run's, gathered by the controller and said once at the end.
@@ -46,6 +53,10 @@ class Comparison:
         self.rerun_failures: list[str] = []
 
     # The machine's identity asks torch about GPUs: only runs that compare or save pay for it.
+    @property
+    def profile(self) -> str:
+        return profile_of(self.config)
+
     @property
     def machine(self) -> str:
         return machine_key(fingerprint())
@@ -92,6 +103,20 @@ class Comparison:
             if changes and self.compare:
                 self.run.say_once("--hpml-compare: software changed since the baseline: "
                                   + "; ".join(changes))
+            seeded = {m.get("seeded_from") for r in found.records.values()
+                      for m in r.get("metrics", [])} - {None}
+            for source in sorted(seeded) if self.compare else ():
+                self.run.say_once(f"--hpml-compare: {verdicts.seeded_basis(source)}")
+        if found is None and self.compare and self.require:
+            others = sorted(p.name for p in self.directory.glob("*.json")) \
+                if self.directory.is_dir() else []
+            raise pytest.UsageError(
+                f"--hpml-require-baseline: no baseline of this machine ({self.machine}) and "
+                f"profile {self.profile!r} at {self.path}"
+                + (f"; the folder holds {', '.join(others)}" if others else
+                   "; the folder holds no baseline file")
+                + ". Save one on this machine with --hpml-save-baseline (on the base branch), or "
+                  "point --hpml-baselines at the folder that has it.")
         self.baseline = found
 
     def _compare(self, record: Record, can_confirm: int) -> None:
@@ -136,7 +161,84 @@ class Comparison:
             for record in suspected:
                 self._compare(record, can_confirm=left)
             suspected = [r for r in suspected if verdicts.suspects(r)]
-        return [line for r in records for line in verdicts.failures(r, self.tolerance)]
+        lines = [line for r in records for line in verdicts.failures(r, self.tolerance)]
+        return lines + self.vanished_rows(item, records)
+
+    def missing_row(self, rid: str, expected: bool = False) -> Record:
+        """A stored row this run did not make, every metric of it `missing`."""
+        data = self.baseline.records[rid] if self.baseline else {}
+        row = Record(id=rid, experiment=data.get("experiment", rid), test=data.get("test", ""),
+                     params=dict(data.get("params", {})), order=list(data.get("order", [])),
+                     expected_missing=["*"] if expected else [])
+        row.metrics = verdicts.compare_record(
+            row, self.baseline.metrics_for(rid) if self.baseline else {}, self.tolerance,
+            self.alpha)
+        return row
+
+    def vanished_rows(self, item: pytest.Item, records: list[Record]) -> list[str]:
+        """Rows the baseline holds of this test that it did not make this time, appended to
+        its records as missing; one line per row that fails (unless the test expects any
+        metric to be missing: @pytest.mark.hpml(expect_missing="*"), catch_out_of_memory)."""
+        if self.baseline is None:
+            return []
+        made = {r.id for r in records}
+        expected = marker_options(item).get("expect_missing") == "*" or any(
+            r.may_miss("*") for r in records)
+        lines = []
+        for rid in suite.rows_of_test(self.baseline.records, item.nodeid):
+            if rid in made:
+                continue
+            records.append(self.missing_row(rid, expected))
+            if not expected:
+                lines.append(f"{rid}: a row of the baseline that this run of the test did not "
+                             "make (an early return, a branch, a row no longer recorded); if "
+                             "that is intended, --hpml-save-baseline --hpml-prune-baseline "
+                             "drops it")
+        return lines
+
+    # -- what the run collected and ran (the controller's view, with or without xdist) --------
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected.update(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
+        self.collected.update(ids)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += len(items)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            self.ran.add(report.nodeid)
+            self.rerun_failures += getattr(report, "hpml_rerun_failures", None) or []
+
+    def finish(self, session: pytest.Session) -> None:
+        """At the end of the run (controller): rows the baseline holds of tests that are gone
+        from a sweep fail the run; rows of tests gone from the suite are said once, and a save
+        drops them only with --hpml-prune-baseline."""
+        if self.baseline is None:
+            return
+        produced = {r.id for r in self.run.records
+                    if any(verdicts.outcome(m) != "missing" for m in r.metrics)}
+        gone = suite.gone_rows(self.baseline.records, self.collected, self.ran, produced,
+                               lambda f: Path(self.config.rootpath, f).exists(),
+                               suite.selection_complete(self.config.option, self.deselected))
+        if self.compare and gone.dropped_by_sweep:
+            self.run.records += [self.missing_row(rid) for rid in gone.dropped_by_sweep]
+            self.run.say_once(
+                f"--hpml-compare: {len(gone.dropped_by_sweep)} row(s) of the baseline that no "
+                "test makes any more, while their test function still runs (a value left its "
+                "sweep): " + _some(gone.dropped_by_sweep) + "; if intended, "
+                "--hpml-save-baseline --hpml-prune-baseline drops them")
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if gone.not_in_suite:
+            self.run.say_once(f"in the baseline, not in this suite: {len(gone.not_in_suite)} "
+                              f"row(s) of tests that are gone: {_some(gone.not_in_suite)}"
+                              + ("" if self.save and self.prune else
+                                 "; --hpml-save-baseline --hpml-prune-baseline drops them"))
+        if self.save and self.prune:
+            self.pruned = frozenset(gone.all)
 
     def widen_history(self, item: pytest.Item, records: list[Record]) -> None:
         """A save measures in fresh processes too, so that the baseline knows this machine's
@@ -155,13 +257,29 @@ class Comparison:
                               "not saved; their previous baseline entries are kept.")
         if not passed:
             return []
-        saved = baselines.save(self.path, fingerprint(), self.profile, passed,
-                               keep=self.keep, reset=self.reset)
+        policy = baselines.MergePolicy(
+            keep=self.keep, reset=self.reset, prune=self.pruned,
+            judge=lambda new, old: verdicts.compare_metric(new, old, self.tolerance, self.alpha),
+            when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+        saved = baselines.save(self.path, fingerprint(), self.profile, passed, policy)
+        if saved.levels:
+            self.run.say_once(
+                f"--hpml-save-baseline: {len(saved.levels)} metric(s) changed beyond what this "
+                "machine can detect; their history starts at the new level (the previous one "
+                "is kept in the file as accepted): " + _some(saved.levels))
+        if self.pruned:
+            self.run.say_once(f"--hpml-save-baseline: dropped {len(self.pruned)} row(s) of "
+                              "tests that are gone (--hpml-prune-baseline)")
         if saved.skipped:
             self.run.say_once(f"--hpml-save-baseline: {len(saved.skipped)} metric(s) are not "
                               "finite numbers and were not saved: " + "; ".join(saved.skipped[:5])
                               + (" ..." if len(saved.skipped) > 5 else ""))
         return [self.path]  # a symlink is shown with the file it links to
+
+
+def _some(items: list[str], shown: int = 5) -> str:
+    return "; ".join(items[:shown]) + (f" ... ({len(items)} in all)" if len(items) > shown
+                                       else "")
 
 
 COMPARISON_KEY = pytest.StashKey[Comparison]()
@@ -170,19 +288,6 @@ COMPARISON_KEY = pytest.StashKey[Comparison]()
 DEFAULT_CONFIRMATIONS = 2
 #: Processes behind a saved baseline: three medians are the fewest that give a spread.
 DEFAULT_BASELINE_PROCESSES = 3
-
-
-def significance(text: str) -> float:
-    """An argparse type: a significance level, a probability strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: the significance level is a probability between 0 and 1 (exclusive); "
-            f"typical values are 0.01 (the default) and 0.05")
-    return value
 
 
 def fraction(text: str) -> float:
@@ -200,39 +305,44 @@ def fraction(text: str) -> float:
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
-    group.addoption("--hpml-compare", action="store_true",
-                    help="compare with this machine's baseline; fail tests whose metrics regressed")
-    group.addoption("--hpml-save-baseline", action="store_true",
-                    help="merge this run's results into this machine's baseline file")
-    group.addoption("--hpml-baselines", metavar="DIR", default=None, type=path_option,
-                    help="folder of baseline files (default: <rootdir>/baselines)")
-    group.addoption("--hpml-baseline-runs", type=positive(int), default=baselines.DEFAULT_KEEP,
-                    metavar="N", help="runs of history a baseline keeps per metric, so the "
-                    f"run-to-run spread is known ({baselines.DEFAULT_KEEP})")
-    group.addoption("--hpml-baseline-processes", type=positive(int),
-                    default=DEFAULT_BASELINE_PROCESSES, metavar="N",
-                    help="processes a save measures each test in (the run's own and N-1 fresh "
-                         "ones), so the first baseline already knows the spread between "
-                         f"processes ({DEFAULT_BASELINE_PROCESSES}; 1: the run alone)")
-    group.addoption("--hpml-reset-baseline", action="store_true",
-                    help="with --hpml-save-baseline: restart the history of the saved rows "
-                         "instead of appending to it (after a hardware or driver change)")
-    group.addoption("--hpml-tolerance", type=fraction, default=verdicts.DEFAULT_TOLERANCE,
-                    metavar="FRACTION", help="default relative change before a metric counts as "
-                    f"changed ({verdicts.DEFAULT_TOLERANCE})")
-    group.addoption("--hpml-alpha", type=significance, default=verdicts.DEFAULT_ALPHA, metavar="P",
-                    help="significance level of a verdict: a change must be this unlikely "
-                         f"under the noise this machine has shown ({verdicts.DEFAULT_ALPHA})")
-    group.addoption("--hpml-confirm", type=non_negative(int), default=DEFAULT_CONFIRMATIONS,
-                    metavar="N",
-                    help="fresh processes that measure a suspected regression again before it "
-                         f"fails the test ({DEFAULT_CONFIRMATIONS}; 0: decide from the run "
-                         "alone)")
-    # The comparison and the save are the outer run's: a rerun only measures.
-    outer_run_only("--hpml-compare", "--hpml-save-baseline", "--hpml-baselines",
-                   "--hpml-baseline-runs", "--hpml-baseline-processes", "--hpml-reset-baseline",
-                   "--hpml-tolerance", "--hpml-alpha", "--hpml-confirm")
+    # The comparison and the save are the outer run's (rerun=False): a rerun only measures.
+    add_option(parser, "--hpml-compare", action="store_true", rerun=False,
+               help="compare with this machine's baseline; fail tests whose metrics regressed")
+    add_option(parser, "--hpml-save-baseline", action="store_true", rerun=False,
+               help="merge this run's results into this machine's baseline file")
+    add_option(parser, "--hpml-baselines", pin=True, path=True, rerun=False, type=path_option,
+               metavar="DIR",
+               help="folder of baseline files (default: <rootdir>/baselines)")
+    add_option(parser, "--hpml-baseline-runs", pin=True, rerun=False, type=positive(int),
+               default=baselines.DEFAULT_KEEP, metavar="N",
+               help="runs of history a baseline keeps per metric, so the run-to-run spread is "
+                    f"known ({baselines.DEFAULT_KEEP})")
+    add_option(parser, "--hpml-baseline-processes", pin=True, rerun=False, type=positive(int),
+               default=DEFAULT_BASELINE_PROCESSES, metavar="N",
+               help="processes a save measures each test in (the run's own and N-1 fresh "
+                    "ones), so the first baseline already knows the spread between "
+                    f"processes ({DEFAULT_BASELINE_PROCESSES}; 1: the run alone)")
+    add_option(parser, "--hpml-prune-baseline", action="store_true", rerun=False,
+               help="with --hpml-save-baseline: drop the rows of tests that are gone from the "
+                    "suite (or no longer make them); without it they are kept, and said")
+    add_option(parser, "--hpml-reset-baseline", action="store_true", rerun=False,
+               help="with --hpml-save-baseline: restart the history of the saved rows "
+                    "instead of appending to it (after a hardware or driver change)")
+    add_option(parser, "--hpml-tolerance", pin=True, rerun=False, type=fraction,
+               default=verdicts.DEFAULT_TOLERANCE, metavar="FRACTION",
+               help="default relative change before a metric counts as changed "
+                    f"({verdicts.DEFAULT_TOLERANCE})")
+    add_option(parser, "--hpml-alpha", pin=True, rerun=False, type=significance,
+               default=verdicts.DEFAULT_ALPHA, metavar="P",
+               help="significance level of a verdict: a change must be this unlikely under "
+                    f"the noise this machine has shown ({verdicts.DEFAULT_ALPHA})")
+    add_option(parser, "--hpml-confirm", pin=True, rerun=False, type=non_negative(int),
+               default=DEFAULT_CONFIRMATIONS, metavar="N",
+               help="fresh processes that measure a suspected regression again before it "
+                    f"fails the test ({DEFAULT_CONFIRMATIONS}; 0: decide from the run alone)")
+    add_option(parser, "--hpml-require-baseline", pin=True, rerun=False, action="store_true",
+               help="with --hpml-compare: stop before the tests when this machine and profile "
+                    "have no baseline (CI: a missing baseline must not pass as all 'new')")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -246,8 +356,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if comparison.compare or (comparison.save and is_controller(config)):
         # Workers compare too, against the file the controller checked.
         comparison.open()
-    if is_controller(config):
-        config.pluginmanager.register(RerunFailures(comparison), f"hpml-reruns-{id(config)}")
+    if is_controller(config) and (comparison.compare or comparison.save):
+        config.pluginmanager.register(comparison, f"hpml-comparison-{id(config)}")
 
 
 def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
@@ -268,29 +378,19 @@ def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
             failing)
 
 
-class RerunFailures:
-    """The controller's collector of the fresh processes that failed, from the call reports
-    of its own tests and of xdist workers'."""
-
-    def __init__(self, comparison: Comparison) -> None:
-        self.comparison = comparison
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "call":
-            self.comparison.rerun_failures += getattr(report, "hpml_rerun_failures", None) or []
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    comparison = session.config.stash.get(COMPARISON_KEY, None)
-    failures = comparison.rerun_failures if comparison else []
-    if failures and is_controller(session.config):
-        comparison.run.say_once(
-            f"{len(failures)} fresh process(es) failed, so they confirmed nothing (verdicts and "
-            f"saves rest on the processes that worked); the first: {failures[0]}")
-
-
 def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
     comparison = config.stash[COMPARISON_KEY]
     if not comparison.save:
         return []
     return [Output("baseline", comparison.path, comparison.write)]
+
+
+def pytest_hpml_finish(session: pytest.Session) -> None:
+    comparison = session.config.stash[COMPARISON_KEY]
+    if comparison.compare or comparison.save:
+        comparison.finish(session)
+    failures = comparison.rerun_failures
+    if failures:
+        comparison.run.say_once(
+            f"{len(failures)} fresh process(es) failed, so they confirmed nothing (verdicts and "
+            f"saves rest on the processes that worked); the first: {failures[0]}")

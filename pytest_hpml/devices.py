@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 
 import pytest
 
 from pytest_hpml.machine import gpus
-from pytest_hpml.session import xdist_workers
+from pytest_hpml.session import add_option, run_of, xdist_workers
 
 NO_CUDA_REASON = "needs a CUDA GPU: none was found on this machine"
 
@@ -74,7 +74,49 @@ def gpus_needed(item: pytest.Item) -> int:
     return value
 
 
+#: Asked in a child process, so this process's CUDA stays untouched before workers pin GPUs.
+CUDA_PROBE = ("import torch; print(torch.cuda.is_available(), torch.version.cuda, "
+              "torch.__version__)")
+
+
+def missing_gpu(ask: Callable[[str], str | None] = gpus.ask_torch) -> str | None:
+    """Why this run has no usable CUDA GPU, in words; None when it has one."""
+    found = gpus.discovery()
+    visible = gpus.visible_gpu_count()
+    if visible == 0:
+        hidden = f" (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r} hides them)" \
+            if found.count and "CUDA_VISIBLE_DEVICES" in os.environ else ""
+        return (f"{found.count} GPU(s) found by {found.method}{hidden}: this job needs a GPU "
+                "runner")
+    answer = (ask(CUDA_PROBE) or "").split()
+    if answer[:1] == ["True"]:
+        return None
+    built = f" (torch {answer[2]}, built for CUDA {answer[1]})" if len(answer) == 3 else ""
+    return (f"{visible} GPU(s) found by {found.method}, but torch cannot use them{built}: a "
+            "CPU-only torch build, or a driver too old for it (nvidia-smi shows the driver's "
+            "CUDA version)")
+
+
 # -- pytest hooks -------------------------------------------------------------------------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_option(parser, "--hpml-require-gpu", pin=True, action="store_true",
+               help="stop before the tests when no CUDA GPU is usable (CI on GPU runners: a "
+                    "job that landed on a CPU runner, or a driver too old for torch, must not "
+                    "pass by skipping every GPU test)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # The conftest.py files of the paths on the command line are imported before
+    # pytest_configure: one that imports a Triton kernel must find the interpreter chosen.
+    if run_of(early_config).used_because is None:
+        return
+    mode = getattr(early_config.known_args_namespace, "hpml_env", None) or \
+        early_config.getini("hpml_env") or "control"
+    if mode != "keep":
+        enable_triton_interpreter_without_gpu()
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
@@ -83,12 +125,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "multi_gpu(n): needs at least n CUDA GPUs visible to "
                             "this process")
     worker = getattr(config, "workerinput", {}).get("workerid")
-    # Both must happen before CUDA or Triton kernels are touched by test modules.
-    pin_worker_to_gpu(worker)
-    enable_triton_interpreter_without_gpu()
+    if config.option.hpml_require_gpu and worker is None:
+        problem = missing_gpu()
+        if problem:
+            raise pytest.UsageError(f"--hpml-require-gpu: {problem}")
+    # Both must happen before CUDA or Triton kernels are touched by test modules, and only in a
+    # run that uses the plugin (and Triton's interpreter only where --hpml-env allows changes).
+    def set_devices() -> None:
+        pin_worker_to_gpu(worker)
+        if config.option.hpml_env != "keep":
+            enable_triton_interpreter_without_gpu()
+    run_of(config).when_used(set_devices)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    if run_of(config).used_because is None:
+        return []  # a run that does not use the plugin pays for no GPU discovery
     found = gpus.discovery()
     lines = [f"hpml: GPUs: {found.count} found by {found.method}; visible to this run: "
              f"{gpus.visible_gpu_count()}"]

@@ -23,10 +23,11 @@ import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pytest_hpml.session import xdist_workers
+from pytest_hpml.session import add_option, run_of, xdist_workers
 
 MMAP_THRESHOLD = 64 * 2**20
 TRIM_THRESHOLD = 128 * 2**20
@@ -133,20 +134,29 @@ def _planned_workers(config: pytest.Config) -> int:
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
-    group.addoption("--hpml-env", choices=MODES, default="control",
-                    help="control (default): fixed malloc thresholds and intra-op threads that "
-                         "leave a core free, so CPU timings agree between processes; keep: "
-                         "leave the process environment as it is")
+    add_option(parser, "--hpml-env", pin=True, choices=MODES, default="control",
+               help="control (default): fixed malloc thresholds and intra-op threads that leave "
+                    "a core free, so CPU timings agree between processes; keep: leave the "
+                    "process environment as it is")
 
 
 ENV_KEY = pytest.StashKey[Environment]()
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[ENV_KEY] = control(config)
+    run_of(config).when_used(lambda: config.stash.__setitem__(ENV_KEY, control(config)))
 
 
 def pytest_report_header(config: pytest.Config) -> str:
+    if ENV_KEY not in config.stash:
+        return ("hpml: not in use so far (no --hpml-* option, no hpml_* setting in the ini "
+                "file): the process environment is left as it is until a test uses the plugin")
     return "hpml: environment: " + "; ".join(config.stash[ENV_KEY].facts)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    # A run that started using the plugin after its header says what it set, and why.
+    run = run_of(config)
+    if ENV_KEY in config.stash and not run.used_from_start:
+        terminalreporter.write_line(f"hpml: environment set when {run.used_because}: "
+                                    + "; ".join(config.stash[ENV_KEY].facts))

@@ -49,6 +49,7 @@ class Hpml:
     record_timing = _OwnRow()
     record_bandwidth = _OwnRow()
     record_flops = _OwnRow()
+    compile_kernel = _OwnRow()
     reference = _OwnRow()
     setting = _OwnRow()
     check = _OwnRow()
@@ -118,20 +119,29 @@ class Hpml:
         """A further row of this test's table (one per layer, per step ...)."""
         suffix = ",".join(f"{k}={v}" for k, v in columns.items())
         own = self.own_row._record
+        row_id = f"{own.id}[{suffix}]" if "[" not in own.id else f"{own.id[:-1]}-{suffix}]"
+        if any(r._record.id == row_id for r in self._rows):
+            # Rows are told apart by their columns: two with the same ones would share one
+            # baseline entry, and the second would overwrite the first.
+            raise ValueError(f"hpml.row({suffix}) twice in {own.id}: a row is known by its "
+                             "columns; add a column whose value differs (e.g. step=...)")
         record = Record(
-            id=f"{own.id}[{suffix}]" if "[" not in own.id else f"{own.id[:-1]}-{suffix}]",
+            id=row_id,
             experiment=own.experiment,
             params={**own.params, **columns},
             order=[*own.order, len(self._rows) + 1],
             device=own.device,
             views=own.views,
             expected_missing=list(own.expected_missing),
+            test=own.test,
         )
         recorder = Recorder(self.context, record)
         self._rows.append(recorder)
         yield recorder
 
     def records(self) -> list[Record]:
+        if self.context.disabled:
+            return []  # --hpml-disable: a plain test, nothing reported, compared or saved
         # The test's own row only counts when something was recorded in it.
         own = [self.own_row._record] if self.own_row._record.metrics else []
         return own + [r._record for r in self._rows if r._record.metrics]

@@ -4,8 +4,9 @@ its hooks the same way).
 
     recording   makes each test's records and calls pytest_hpml_judge before it puts them on
                 the test's report; comparing judges them (verdicts, a failing comparison)
-    reporting   asks pytest_hpml_outputs for the files to write at the end; it writes its
-                report and exports, comparing the baseline, each on its own
+    reporting   at the end calls pytest_hpml_finish (comparing judges what no test made),
+                then asks pytest_hpml_outputs for the files to write; it writes its report and
+                exports, comparing the baseline, each on its own
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
     """Judge the records a test made, once its call report is made and before the records are
     put on it: fill each measured metric's verdict, and fail the report where the comparison
     fails. Controller and xdist workers alike."""
+
+
+@pytest.hookspec
+def pytest_hpml_finish(session: pytest.Session) -> None:
+    """The run's tests are done (controller only): judgements across tests (rows of the
+    baseline that no test made) are made here, before any output is written."""
 
 
 @pytest.hookspec

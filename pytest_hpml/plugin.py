@@ -12,6 +12,7 @@ pytest_plugins = [
     "pytest_hpml.devices",  # GPU discovery, xdist pinning, Triton's interpreter, gpu skips
     "pytest_hpml.policy",  # timing policy: options and @pytest.mark.hpml
     "pytest_hpml.recording",  # the hpml fixture and the transport of its records
+    "pytest_hpml.benchmark",  # pytest-benchmark's benchmark fixture where it is not active
     "pytest_hpml.comparing",  # baselines and verdicts
     "pytest_hpml.reporting",  # tables, files, exports and charts at the end
 ]

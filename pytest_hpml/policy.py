@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_hpml.measure.timing import POLICY_RULES, TimingConfig
+from pytest_hpml.session import add_option
 
 TIMING_OPTIONS = tuple(f.name for f in fields(TimingConfig)
                        if f.name not in ("min_sample_time", "max_samples"))
@@ -72,6 +73,11 @@ def timing_config(item: pytest.Item, profile: str) -> TimingConfig:
     return TimingConfig.for_profile(profile, **{**run_wide, **test_wide})
 
 
+def plain_run(config: pytest.Config) -> bool:
+    """--hpml-disable: benchmarks run as plain tests (each timed function called once)."""
+    return bool(config.option.hpml_disable)
+
+
 def _number(kind: type, text: str) -> Any:
     try:
         value = kind(text)
@@ -103,6 +109,19 @@ def non_negative(kind: type) -> Callable[[str], Any]:
     return parse
 
 
+def significance(text: str) -> float:
+    """An argparse type: a significance level, a probability strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan  # said below, with the range
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the significance level is a probability between 0 and 1 (exclusive); "
+            f"typical values are 0.01 (the default) and 0.05")
+    return value
+
+
 def path_option(text: str) -> str:
     """An argparse type: a path that is not empty (an empty one would silently mean the
     default, or nothing)."""
@@ -115,24 +134,36 @@ def path_option(text: str) -> str:
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
     defaults = TimingConfig()
-    group.addoption("--hpml-max-time", type=positive(float), default=None, metavar="SECONDS",
-                    help="cap on the sampling time of one timing (default 3 s full, 0.5 s quick)")
-    group.addoption("--hpml-min-samples", type=positive(int), default=None, metavar="N",
-                    help=f"minimum samples per timing ({defaults.min_samples})")
-    group.addoption("--hpml-target-rse", type=positive(float), default=None, metavar="FRACTION",
-                    help="stop sampling at this relative standard error of the mean "
-                         f"({defaults.target_rse})")
-    group.addoption("--hpml-yardstick", choices=("on", "off"), default="on",
-                    help="on (default): CPU timings also time a fixed memory copy between their "
-                         "samples, and comparisons judge them relative to it (the machine's own "
-                         "speed drifts on shared runners); off: raw timings only")
+    add_option(parser, "--hpml-max-time", pin=True, type=positive(float), metavar="SECONDS",
+               help="cap on the sampling time of one timing (default 3 s full, 0.5 s quick)")
+    add_option(parser, "--hpml-min-samples", pin=True, type=positive(int), metavar="N",
+               help=f"minimum samples per timing ({defaults.min_samples})")
+    add_option(parser, "--hpml-target-rse", pin=True, type=positive(float), metavar="FRACTION",
+               help="stop sampling at this relative standard error of the mean "
+                    f"({defaults.target_rse})")
+    add_option(parser, "--hpml-yardstick", pin=True, choices=("on", "off"), default="on",
+               help="on (default): CPU timings also time a fixed memory copy between their "
+                    "samples, and comparisons judge them relative to it (the machine's own "
+                    "speed drifts on shared runners); off: raw timings only")
+    # pytest-benchmark's --benchmark-disable, for hpml.time and the benchmark fixture alike:
+    # the ordinary test job runs the benchmarks for their correctness checks only.
+    add_option(parser, "--hpml-disable", action="store_true",
+               help="run benchmarks as plain tests: each function given to hpml.time or "
+                    "benchmark is called once; nothing is timed, recorded, compared or saved "
+                    "(checks still fail the test)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "hpml(**options): timing and comparison options for this "
                             f"test: {', '.join(MARKER_OPTIONS)}")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if plain_run(config):
+        return ("hpml: --hpml-disable: benchmarks run as plain tests (each timed function "
+                "called once); nothing is timed, recorded, compared or saved")
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import time as clock_time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -20,11 +21,40 @@ import pytest
 from pytest_hpml.measure.clocks import ClockKind, clock_for
 from pytest_hpml.measure.stats import summarize
 from pytest_hpml.measure.timing import Timing, TimingConfig, measure
-from pytest_hpml.results import Better, Metric, Record
+from pytest_hpml.results import Better, Metric, Record, check_name
 
 if TYPE_CHECKING:
+    from pytest_hpml.machine.kernels import KernelResources
     from pytest_hpml.measure.ceilings import Ceilings
     from pytest_hpml.measure.utilization import UtilizationSampler
+
+
+class Unset:
+    """`better` left out of hpml.record: inferred from the unit."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = Unset()
+#: Units whose better direction is unambiguous: a time, and rates.
+DIRECTIONS: dict[str, Better] = {"s": "lower", "B/s": "higher", "FLOP/s": "higher",
+                                 "OP/s": "higher", "1/s": "higher"}
+
+
+def direction(name: str, unit: str, better: Better | Unset) -> Better:
+    """`better` as given, or inferred from the unit; a ValueError naming the metric where the
+    unit does not say it."""
+    if not isinstance(better, Unset):
+        return better
+    if unit in DIRECTIONS:
+        return DIRECTIONS[unit]
+    shown = f" (unit {unit!r})" if unit else " (no unit)"
+    raise ValueError(
+        f"metric {name!r}{shown}: say which way is better, hpml.record(..., better='lower' or "
+        "'higher'), or better=None for a figure that is shown and never judged; a constant of "
+        "the experiment is hpml.setting(...). Only a time (s) and rates (B/s, FLOP/s, OP/s, "
+        "1/s) say it by their unit.")
 
 
 @dataclass(frozen=True)
@@ -36,6 +66,8 @@ class HpmlContext:
     timing: TimingConfig = TimingConfig()  # the test's sampling policy
     tolerance: float | None = None  # @pytest.mark.hpml(tolerance=...); None: the run's
     interpreted: bool = False  # Triton kernels run in its interpreter (no GPU)
+    # --hpml-disable: timings call their function once and nothing of the test is recorded.
+    disabled: bool = False
 
     @property
     def ceilings(self) -> Ceilings:
@@ -61,6 +93,11 @@ class Recorder:
         self.context = context
         self._record = record
 
+    def with_context(self, **changes: Any) -> Recorder:
+        """This row's Recorder under a changed context (another timing policy, the device a
+        call's arguments live on): what it records goes to the same row."""
+        return Recorder(replace(self.context, **changes), self._record)
+
     # -- rows and columns ------------------------------------------------------------------------
     def param(self, **columns: Any) -> None:
         """Extra parameter columns for this row (for example data="synthetic-MNIST")."""
@@ -84,11 +121,16 @@ class Recorder:
         self._record.expected_missing.extend(names or ("*",))
 
     # -- measured figures ------------------------------------------------------------------------
-    def record(self, name: str, value: float, unit: str = "", better: Better = None, *,
-               tolerance: float | None = None, samples: list[float] | None = None,
+    def record(self, name: str, value: float, unit: str = "", better: Better | Unset = UNSET,
+               *, tolerance: float | None = None, samples: list[float] | None = None,
                note: str | None = None, timing: Timing | None = None,
                exact: bool = False) -> Metric:
         """A measured metric; `value` in SI base units (s, B, B/s, FLOP/s).
+
+        `better` says which way is better: "lower", "higher", or None (shown, never judged).
+        Left out, it follows from the unit where that is unambiguous (a time: lower; B/s,
+        FLOP/s, OP/s, 1/s: higher); any other measured figure must say it, or is a constant of
+        the experiment (hpml.setting). A figure nobody judges would pass every comparison.
 
         With `exact=True` the figure is the same in every run of the same code (a count, a
         compile-time resource, a yes/no finding): a comparison judges any change beyond its
@@ -99,6 +141,8 @@ class Recorder:
         or with its inverse (higher is better), and its verdict follows the timing's.
         """
         __tracebackhide__ = True  # a metric it refuses is the test's mistake, not the plugin's
+        check_name(name)  # before anything else is said about a metric without a name
+        better = direction(name, unit, better)
         if tolerance is None:
             tolerance = self.context.tolerance
         derived_from = None
@@ -121,6 +165,8 @@ class Recorder:
         fn's last result. clock="device": CUDA events on a CUDA test, the wall clock on a CPU
         test; clock="host": the wall clock, for calls that end synchronized with the device
         (a whole program, a host-side loop)."""
+        if self.context.disabled:
+            return self._call_once(fn, args, kwargs, name)
         config = self.context.timing
         timer = clock_for(self.context.device, clock, cold_l2=config.cold_l2)
         if config.yardstick and self.context.device == "cpu":
@@ -135,6 +181,16 @@ class Recorder:
         for warning in timing.warnings:
             self._record.warnings.append(f"{name}: {warning}")
         return timing
+
+    @staticmethod
+    def _call_once(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any],
+                   name: str) -> Timing:
+        """--hpml-disable: one call, as a plain test makes it. Its wall time is the Timing's
+        one sample, so figures the test derives from it still compute; nothing is recorded."""
+        start = clock_time.perf_counter()
+        result = fn(*args, **kwargs)
+        return Timing(samples=[max(clock_time.perf_counter() - start, 1e-9)], result=result,
+                      recorded_as=name, warnings=["--hpml-disable: one call, not a timing"])
 
     def record_timing(self, name: str, samples: list[float], unit: str = "s") -> Timing:
         """A time measured elsewhere (per-step times from the ranks of a distributed run, a
@@ -156,6 +212,27 @@ class Recorder:
         """Operations per call over the median time (FLOP/s, or OP/s for integer math)."""
         return self.record(name, flops_per_call / timing.median, unit=unit, better="higher",
                            timing=timing)
+
+    def compile_kernel(self, kernel: Any, *args: Any, target: str,
+                       **launch: Any) -> KernelResources:
+        """Compile a Triton kernel for a GPU target (no GPU needed) as `kernel[grid](*args,
+        **launch)` would be compiled on that GPU, and record what it uses: exact figures
+        (registers, spill bytes, shared memory, instruction counts), the compile time when this
+        run compiled it (not when Triton's cache had it), the launch options as settings."""
+        from pytest_hpml.machine.kernels import compile_kernel
+
+        resources = compile_kernel(kernel, args, launch, target)
+        for column, value in (("kernel", resources.kernel), ("target", target)):
+            self._record.params.setdefault(column, value)
+        for figure in resources.figures():
+            if figure.kind == "setting":
+                self.setting(figure.name, figure.value, figure.unit)
+            else:
+                self.record(figure.name, figure.value, figure.unit, figure.better,
+                            exact=figure.kind == "exact")
+        if resources.compile_seconds is None:
+            self.expect_missing("compile_time")
+        return resources
 
     # -- figures that are not measurements -------------------------------------------------------
     def reference(self, name: str, value: float, unit: str = "", *, source: str,
@@ -258,7 +335,8 @@ class Recorder:
             self.setting("sample_interval", interval, unit="s")
             for name, values in sampler.values.items():
                 if values:
-                    self.record(name, sampler.mean(name), unit=sampler.units[name],
+                    # Utilization has no better direction: shown with its series, not judged.
+                    self.record(name, sampler.mean(name), unit=sampler.units[name], better=None,
                                 samples=list(values))
             for error in sampler.errors:
                 self._record.warnings.append(f"utilization: {error}")

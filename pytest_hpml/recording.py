@@ -17,7 +17,7 @@ import pytest
 
 from pytest_hpml.devices import triton_interpreted
 from pytest_hpml.fixture import Hpml
-from pytest_hpml.policy import marker_options, timing_config
+from pytest_hpml.policy import marker_options, plain_run, timing_config
 from pytest_hpml.recorder import HpmlContext
 from pytest_hpml.report.plots import CHART_KINDS
 from pytest_hpml.results import Record
@@ -42,7 +42,7 @@ def hpml(request: pytest.FixtureRequest) -> Hpml:
     context = HpmlContext(device=device, profile=profile,
                           timing=timing_config(item, profile),
                           tolerance=marker_options(item).get("tolerance"),
-                          interpreted=triton_interpreted())
+                          interpreted=triton_interpreted(), disabled=plain_run(config))
     record = Record(
         id=item.nodeid,
         experiment=item.nodeid.split("[", 1)[0],
@@ -51,6 +51,7 @@ def hpml(request: pytest.FixtureRequest) -> Hpml:
         device=device,
         views=_views(item),
         expected_missing=_expected_missing(item),
+        test=item.nodeid,
     )
     fixture = Hpml(context, record, plots=config.option.hpml_plots,
                    say=run_of(config).say_once)
@@ -61,12 +62,15 @@ def hpml(request: pytest.FixtureRequest) -> Hpml:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator:
     report = yield
-    fixture = fixture_of(item)
-    if call.when == "call" and fixture is not None:
-        records = _readable(fixture.records(), report)
-        # Judged before they are serialized: the verdicts travel with the records.
+    if call.when == "call":
+        fixture = fixture_of(item)
+        # Every test is judged, one that made no records too: the baseline may hold rows of
+        # it that it no longer makes.
+        records = _readable(fixture.records(), report) if fixture is not None else []
         item.ihook.pytest_hpml_judge(item=item, report=report, records=records)
-        report.hpml_records = [r.to_dict() for r in records]
+        if records:
+            # Judged before they are serialized: the verdicts travel with the records.
+            report.hpml_records = [r.to_dict() for r in records]
     return report
 
 

@@ -19,7 +19,7 @@ from pytest_hpml.policy import path_option
 from pytest_hpml.report import exports, files, plots, tables
 from pytest_hpml.report.files import REPORT_SUFFIXES, Output, writable_problem
 from pytest_hpml.selection import profile_of
-from pytest_hpml.session import is_controller, outer_run_only, run_of
+from pytest_hpml.session import add_option, is_controller, run_of
 
 #: Exit status of a run whose tests passed but whose outputs could not all be written.
 OUTPUTS_FAILED = 6
@@ -91,21 +91,19 @@ def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
-    group.addoption("--hpml-report", nargs="?", const="", default=None, type=report_path,
-                    metavar="PATH", help="print one table per experiment at the end; with "
-                    "=PATH also write it as Markdown, JSON or CSV (by extension)")
-    group.addoption("--hpml-export-benchmark-action", metavar="PATH", default=None,
-                    type=path_option,
-                    help="write github-action-benchmark custom JSON (PATH: smaller is better; "
-                         "PATH-bigger.json: bigger is better)")
-    group.addoption("--hpml-export-bencher", metavar="PATH", default=None, type=path_option,
-                    help="write Bencher Metric Format JSON")
-    group.addoption("--hpml-plots", metavar="DIR", default=None, type=path_option,
-                    help="write PNG charts to DIR (needs matplotlib)")
-    # Outputs are the outer run's: a confirmation rerun writes only its own JSON report.
-    outer_run_only("--hpml-report", "--hpml-export-benchmark-action", "--hpml-export-bencher",
-                   "--hpml-plots")
+    # Outputs are the outer run's (rerun=False): a confirmation rerun writes only its own JSON
+    # report.
+    add_option(parser, "--hpml-report", nargs="?", const="", default=None, type=report_path,
+               rerun=False, metavar="PATH", help="print one table per experiment at the end; "
+               "with =PATH also write it as Markdown, JSON or CSV (by extension)")
+    add_option(parser, "--hpml-export-benchmark-action", metavar="PATH", default=None,
+               type=path_option, rerun=False,
+               help="write github-action-benchmark custom JSON (PATH: smaller is better; "
+                    "PATH-bigger.json: bigger is better)")
+    add_option(parser, "--hpml-export-bencher", metavar="PATH", default=None, type=path_option,
+               rerun=False, help="write Bencher Metric Format JSON")
+    add_option(parser, "--hpml-plots", metavar="DIR", default=None, type=path_option,
+               rerun=False, help="write PNG charts to DIR (needs matplotlib)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -143,6 +141,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not is_controller(config):
         return
     run = run_of(config)
+    config.hook.pytest_hpml_finish(session=session)
     # Files list rows as the tables do, not in the order xdist workers happened to finish.
     run.records = tables.in_report_order(run.records)
     failed = False
@@ -185,6 +184,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if config.option.hpml_report is not None and run.records:
         tr.write_sep("=", f"hpml report (profile {profile_of(config)})")
         tr.write(tables.render(tables.build_tables(run.records, config.option.hpml_compare)))
+    elif config.option.hpml_compare:
+        # No table printed: the verdicts a reader must see, one line each.
+        for line in tables.verdict_lines(run.records):
+            tr.write_line(f"hpml: {line}")
     for message in run.messages:
         tr.write_line(f"hpml: {message}")
     for path in run.written:

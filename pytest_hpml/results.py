@@ -34,6 +34,8 @@ class Verdict:
     # The change is relative to the machine's yardstick, not as measured.
     relative: bool = False
     p_value: float | None = None  # of the rank test, where one was run
+    # The stored level's last accepted change, in words: "accepted on DATE: before -> after".
+    accepted: str | None = None
 
     def __post_init__(self) -> None:
         if self.outcome not in VERDICTS:
@@ -76,9 +78,15 @@ class Metric:
     # measured, and relative to each process's yardstick.
     runs: list[float] | None = None
     relative_runs: list[float] | None = None
-    # Baselines only: the values of the last runs, oldest first; as measured, and relative.
+    # Baselines only: the values of the last runs, oldest first; as measured, and relative;
+    # and the changes a save accepted, oldest first: {"on": ISO date, "before", "after"}.
     history: list[float] | None = None
     relative_history: list[float] | None = None
+    accepted: list[dict[str, Any]] | None = None
+    # Baselines only: where a value came from when another tool measured it (a pytest-benchmark
+    # run seeded with `python -m pytest_hpml seed`): its between-run spread is unknown, and the
+    # first save of pytest-hpml's own runs replaces it.
+    seeded_from: str | None = None
     # Made by a comparison with a baseline; absent otherwise.
     verdict: Verdict | None = None
     # Spread of the samples, for printing "median ± IQR".
@@ -88,9 +96,7 @@ class Metric:
         # These rules are also the baseline loader's (it builds every stored metric through
         # here): a metric hpml.record accepts is one a saved baseline can be read back with.
         __tracebackhide__ = True  # pytest shows the test's line and the message, not this code
-        if not isinstance(self.name, str) or not self.name:
-            raise TypeError(f"metric name {self.name!r}: a metric is named by a non-empty "
-                            "string, e.g. hpml.record('time', ...)")
+        check_name(self.name)
         if self.better not in ("lower", "higher", None):
             raise ValueError(
                 f"metric {self.name!r}: better must be 'lower', 'higher' or None, "
@@ -168,6 +174,9 @@ class Record:
     views: dict[str, Any] = field(default_factory=dict)  # pivot / plot specs from markers
     # Baseline metrics this row may lack without failing a comparison ("*": any).
     expected_missing: list[str] = field(default_factory=list)
+    # The node id of the test that made the row ("" for rows of other origins): a row the
+    # baseline has and the test no longer makes is missing.
+    test: str = ""
 
     def metric(self, name: str) -> Metric | None:
         for m in self.metrics:
@@ -176,8 +185,13 @@ class Record:
         return None
 
     def add(self, metric: Metric) -> Metric:
-        # Re-recording a name replaces it: the last measurement of a test wins.
-        self.metrics = [m for m in self.metrics if m.name != metric.name]
+        # Re-recording a name replaces it, and says so: the first value would otherwise be
+        # lost without a word.
+        before = self.metric(metric.name)
+        if before is not None:
+            self.warnings.append(f"{metric.name} recorded twice in this row: {metric.value:.6g} "
+                                 f"replaced {before.value:.6g}")
+            self.metrics.remove(before)
         self.metrics.append(metric)
         return metric
 
@@ -197,6 +211,8 @@ class Record:
         }
         if self.expected_missing:
             data["expected_missing"] = list(self.expected_missing)
+        if self.test:
+            data["test"] = self.test
         return data
 
     @classmethod
@@ -211,6 +227,7 @@ class Record:
             warnings=list(data.get("warnings", [])),
             views=dict(data.get("views", {})),
             expected_missing=list(data.get("expected_missing", [])),
+            test=str(data.get("test", "")),
         )
 
 
@@ -223,6 +240,14 @@ def measured_figures(record: Record) -> tuple[list[Metric], list[Metric]]:
             continue  # checks, references, settings; and rows of a comparison, not values
         (kept if math.isfinite(m.value) else not_numbers).append(m)
     return kept, not_numbers
+
+
+def check_name(name: Any) -> None:
+    """A metric is named by a non-empty string (a baseline keys its metrics by name)."""
+    __tracebackhide__ = True
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"metric name {name!r}: a metric is named by a non-empty string, e.g. "
+                        "hpml.record('time', ...)")
 
 
 def _plain_number(value: Any, name: str = "") -> float:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_hpml.machine.gpus import visible_gpu_count
-from pytest_hpml.session import outer_run_only
+from pytest_hpml.session import add_option, run_of
 
 PROFILES = ("quick", "full")
 PRECISIONS = ("fp64", "fp32", "fp16", "bf16", "int8")
@@ -103,12 +103,10 @@ def _already_parametrized(metafunc: pytest.Metafunc, name: str) -> bool:
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
-    group.addoption("--hpml-profile", choices=PROFILES, default=None,
-                    help="size profile: quick (small sizes, minutes on a CPU) or full (the "
-                         "experiments as published). Default: full with a GPU, else quick.")
     # A rerun is given the profile this run chose (the default may differ in the rerun).
-    outer_run_only("--hpml-profile")
+    add_option(parser, "--hpml-profile", pin=True, rerun=False, choices=PROFILES,
+               help="size profile: quick (small sizes, minutes on a CPU) or full (the "
+                    "experiments as published). Default: full with a GPU, else quick.")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -120,13 +118,16 @@ def pytest_configure(config: pytest.Config) -> None:
                             "parameter: 'cpu' and/or 'cuda'")
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    return f"hpml: profile {profile_of(config)}"
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    if run_of(config).used_because is None:
+        return []
+    return [f"hpml: profile {profile_of(config)}"]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    profile = profile_of(metafunc.config)
-    for argname, values in sweep_values(metafunc.definition, profile):
-        metafunc.parametrize(argname, values)
+    if metafunc.definition.get_closest_marker("hpml_sweep"):
+        # Only a sweep needs the profile: a plain test costs no GPU discovery.
+        for argname, values in sweep_values(metafunc.definition, profile_of(metafunc.config)):
+            metafunc.parametrize(argname, values)
     if "device" in metafunc.fixturenames and not _already_parametrized(metafunc, "device"):
         metafunc.parametrize("device", device_params(metafunc.definition))

@@ -5,7 +5,12 @@ first). It imports no other module of the plugin."""
 
 from __future__ import annotations
 
+import argparse
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +20,11 @@ from pytest_hpml.results import Record
 class HpmlRun:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        #: Why this run uses the plugin (None: not so far). Until it does, the plugin changes
+        #: nothing in the process: a suite that never uses it runs as without it.
+        self.used_because: str | None = None
+        self.used_from_start = False
+        self._on_use: list[Callable[[], None]] = []
         self.records: list[Record] = []
         # Rows of tests that did not pass (failed, xfail, an error in teardown): reported, never
         # saved.
@@ -27,11 +37,32 @@ class HpmlRun:
         if message not in self.messages:
             self.messages.append(message)
 
+    def when_used(self, act: Callable[[], None]) -> None:
+        """Run `act` once this run uses the plugin: now if it does already."""
+        if self.used_because is None:
+            self._on_use.append(act)
+        else:
+            act()
+
+    def use(self, because: str) -> None:
+        """This run uses the plugin from now on: what waited for that happens now."""
+        if self.used_because is not None:
+            return
+        self.used_because = because
+        for act in self._on_use:
+            act()
+        self._on_use.clear()
+
 
 RUN_KEY = pytest.StashKey[HpmlRun]()
 
 
 def run_of(config: pytest.Config) -> HpmlRun:
+    """The run's state, made on first use (any plugin module's configure may come first)."""
+    if RUN_KEY not in config.stash:
+        run = config.stash[RUN_KEY] = HpmlRun(config)
+        run.used_because = _used_at_start(config)
+        run.used_from_start = run.used_because is not None
     return config.stash[RUN_KEY]
 
 
@@ -50,11 +81,71 @@ def xdist_workers(config: pytest.Config) -> int:
     return os.cpu_count() or 1  # "auto" and "logical": xdist picks about one per core
 
 
+def _used_at_start(config: pytest.Config) -> str | None:
+    """Why this run uses the plugin from its start: an --hpml-* option on the command line, or
+    an hpml_* setting in the ini file; None otherwise."""
+    given = [a.split("=", 1)[0] for a in config.invocation_params.args
+             if isinstance(a, str) and a.startswith("--hpml-")]
+    if given:
+        return f"{given[0]} given"
+    for dest in PINNED:
+        if config.inipath is not None and config.getini(dest) not in (None, "", False):
+            return f"{dest} set in {Path(config.inipath).name}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    run_of(config)
+
+
+def _mentions_the_plugin(path: Path) -> bool:
+    try:
+        return b"hpml" in path.read_bytes()
+    except OSError:
+        return False
+
+
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> None:
+    # A conftest.py that uses the plugin (its fixture, its markers) is imported when its folder
+    # is collected: the environment must be set before that import (Triton's interpreter is
+    # chosen when a kernel is decorated).
+    run = run_of(parent.config)
+    if run.used_because is None and _mentions_the_plugin(path / "conftest.py"):
+        run.use(f"{path.name}/conftest.py uses it")
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
+    run = run_of(parent.config)
+    if run.used_because is None and file_path.suffix == ".py" and \
+            _mentions_the_plugin(file_path):
+        run.use(f"{file_path.name} uses it")
+
+
+# -- options ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Pinned:
+    """An --hpml-* option a team pins in its configuration file: the ini key of the same name
+    (hpml_tolerance for --hpml-tolerance) is read when the command line does not give it."""
+
+    flag: str
+    dest: str
+    parse: Callable[[str], Any] | None
+    choices: tuple[str, ...] | None
+    default: Any
+    switch: bool  # a store_true flag: the ini value is a bool
+    path: bool  # a path: relative to the ini file's folder, as pytest reads its own paths
+
+
+#: Every pinnable option, by dest; filled as the modules declare their options.
+PINNED: dict[str, Pinned] = {}
+
 #: Options of the outer run alone, by argparse dest: its outputs, the comparison and the save,
 #: and the size profile (a rerun is given the one the outer run chose). A confirmation rerun
-#: (pytest_hpml.compare.confirm) gets the invocation's own arguments without these. Each module
-#: that declares such an option says so here beside its declaration (outer_run_only), so a
-#: new output option cannot leak into reruns unnoticed.
+#: (pytest_hpml.compare.confirm) gets the invocation's own arguments without these. Each option
+#: says so where it is declared (add_option(..., rerun=False)), so a new output option cannot
+#: leak into reruns unnoticed.
 OUTER_RUN_ONLY: set[str] = set()
 
 
@@ -63,6 +154,81 @@ def outer_run_only(*flags: str) -> None:
     OUTER_RUN_ONLY.update(flag.lstrip("-").replace("-", "_") for flag in flags)
 
 
+def add_option(parser: pytest.Parser, flag: str, *, pin: bool = False, path: bool = False,
+               rerun: bool = True, **kwargs: Any) -> None:
+    """Declare an --hpml-* option in the plugin's group; with pin=True it can also be set in
+    the ini file ([pytest] or [tool.pytest.ini_options]: `hpml_tolerance = 0.2`), the command
+    line winning; with rerun=False a confirmation rerun does not get it (an output, the
+    comparison or the save: the outer run's alone)."""
+    group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
+    if not rerun:
+        outer_run_only(flag)
+    if not pin:
+        group.addoption(flag, **kwargs)
+        return
+    dest = flag.lstrip("-").replace("-", "_")
+    default = kwargs.pop("default", None)
+    switch = kwargs.get("action") == "store_true"
+    group.addoption(flag, default=None, **kwargs)
+    parser.addini(dest, type="bool" if switch else "string", default=None,
+                  help=f"{kwargs.get('help', '')} (ini form of {flag}; the command line wins)")
+    choices = kwargs.get("choices")
+    PINNED[dest] = Pinned(flag, dest, kwargs.get("type"), tuple(choices) if choices else None,
+                          False if switch else default, switch, path)
+
+
+def _pinned_value(config: pytest.Config, pin: Pinned) -> Any:
+    """The ini file's value of a pinned option, parsed as its command-line form would be;
+    None where the ini file does not set it."""
+    raw = config.getini(pin.dest)
+    if raw is None or raw == "" or (pin.switch and raw is False):
+        return None
+    if pin.switch:
+        return bool(raw)
+    where = f"{pin.dest} = {raw} in {config.inipath or 'the ini file'}"
+    text = str(raw).strip()
+    if pin.choices and text not in pin.choices:
+        raise pytest.UsageError(f"{where}: choose from {', '.join(pin.choices)}")
+    try:
+        value = pin.parse(text) if pin.parse else text
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        raise pytest.UsageError(f"{where}: {exc}") from None
+    if pin.path and config.inipath is not None:
+        value = str(Path(config.inipath).parent / Path(value).expanduser())
+    return value
+
+
+def apply_pinned_options(config: pytest.Config) -> None:
+    """Options the command line left unset take the ini file's value, else their default."""
+    for pin in PINNED.values():
+        if getattr(config.option, pin.dest, None) is not None:
+            continue  # given on the command line
+        value = _pinned_value(config, pin)
+        setattr(config.option, pin.dest, pin.default if value is None else value)
+
+
 @pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
-    config.stash[RUN_KEY] = HpmlRun(config)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # Before any plugin configures itself: every module reads config.option as set here.
+    apply_pinned_options(config)
+
+
+
+#: Where an xdist worker leaves its one-line messages for the controller (workeroutput).
+WORKER_MESSAGES = "hpml_messages"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # A worker's messages (a marker option not used, a chart not drawn) reach the terminal
+    # through the controller, the only process that prints the summary.
+    if not is_controller(session.config):
+        session.config.workeroutput[WORKER_MESSAGES] = list(run_of(session.config).messages)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown to a run without xdist
+def pytest_testnodedown(node: object, error: object) -> None:
+    config = getattr(node, "config", None)  # the controller's (xdist's WorkerController)
+    output = getattr(node, "workeroutput", None) or {}
+    if config is not None and RUN_KEY in config.stash:
+        for message in output.get(WORKER_MESSAGES, []):
+            run_of(config).say_once(message)

@@ -63,3 +63,44 @@ def only_baseline_file(directory: Path) -> Path:
     assert len(files) == 1, files
     return files[0]
 
+
+# -- a GPU stream in miniature, for the CUDA clock's logic ------------------------------------
+
+class FakeGpu:
+    """A GPU stream in miniature: a clock that kernels advance and events that read it."""
+
+    def __init__(self) -> None:
+        self.now_ms = 0.0
+        self.log: list[str] = []
+        self.synchronized = False
+        self.synchronize_calls = 0
+
+    def event(self) -> FakeEvent:
+        return FakeEvent(self)
+
+    def synchronize(self) -> None:
+        self.synchronize_calls += 1
+        self.synchronized = True
+        self.log.append("sync")
+
+    def kernel(self, name: str, ms: float) -> None:
+        self.synchronized = False
+        self.log.append(name)
+        self.now_ms += ms
+
+
+class FakeEvent:
+    def __init__(self, gpu: FakeGpu) -> None:
+        self.gpu = gpu
+        self.at: float | None = None
+
+    def record(self) -> None:
+        self.gpu.log.append("record")
+        self.at = self.gpu.now_ms
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        # The real API raises when an event has not completed: the host must synchronize first.
+        if not self.gpu.synchronized:
+            raise RuntimeError("elapsed_time before synchronize")
+        assert self.at is not None and end.at is not None
+        return end.at - self.at

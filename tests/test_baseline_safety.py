@@ -18,7 +18,7 @@ import pytest
 from hpml_testing import FAST, HERE, ROOT, baseline_file
 
 from pytest_hpml.compare import baselines
-from pytest_hpml.compare.baselines import BaselineError, load, save
+from pytest_hpml.compare.baselines import BaselineError, MergePolicy, load, save
 from pytest_hpml.results import Metric, Record
 
 EXPERIMENT = """
@@ -211,9 +211,9 @@ def test_ctrl_c_during_a_save_is_one_line_and_the_file_is_intact(
 def test_a_save_can_restart_the_history(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
     for value in (1.0, 2.0, 3.0):
-        save(path, HERE, "quick", _one(value), keep=2)
+        save(path, HERE, "quick", _one(value), MergePolicy(keep=2))
     assert load(path).metrics_for("r")["t"].history == [2.0, 3.0]  # the last `keep` runs
-    save(path, HERE, "quick", _one(4.0), reset=True)
+    save(path, HERE, "quick", _one(4.0), MergePolicy(reset=True))
     assert load(path).metrics_for("r")["t"].history == [4.0]
 
 

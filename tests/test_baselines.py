@@ -216,10 +216,10 @@ def test_failed_tests_are_not_saved_into_the_baseline(pytester: pytest.Pytester)
     pytester.makepyfile(
         """
         def test_ok(hpml):
-            hpml.record("x", 1.0)
+            hpml.record("x", 1.0, better="lower")
 
         def test_wrong(hpml):
-            hpml.record("x", 2.0)
+            hpml.record("x", 2.0, better="lower")
             assert False, "the kernel computed the wrong result"
         """
     )

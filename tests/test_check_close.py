@@ -48,7 +48,7 @@ def test_finite_actual_against_nan_expected_fails() -> None:
     assert result.mismatched == 1 and result.message
 
 
-def test_shape_mismatch() -> None:
+def test_a_shape_mismatch_names_both_shapes() -> None:
     result = compare(torch.zeros(2, 3), torch.zeros(3, 2))
     assert "shape mismatch" in result.message
     assert "(2, 3)" in result.message and "(3, 2)" in result.message

@@ -53,7 +53,7 @@ def test_missing_data_root_falls_back_to_synthetic(tmp_path) -> None:
     ({"split": "val"}, "split must be 'train' or 'test'"),
     ({"limit": -1}, "limit must be >= 0"),
 ])
-def test_bad_arguments(kwargs, message) -> None:
+def test_an_unknown_split_or_a_negative_limit_is_refused(kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         load_mnist(**kwargs)
 

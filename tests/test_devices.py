@@ -115,7 +115,7 @@ def test_nvidia_smi_output_counts_gpus_not_mig_slices() -> None:
     ("GPU-8f6a3b1e-0000-1111-2222-333344445555,1", 2,
      ["GPU-8f6a3b1e-0000-1111-2222-333344445555", "1"]),
 ])
-def test_visible_entries(visible, physical, entries) -> None:
+def test_visible_entries_are_read_as_cuda_reads_them(visible, physical, entries) -> None:
     assert gpus.visible_entries(visible, physical) == entries
 
 
@@ -222,7 +222,7 @@ def test_header_says_how_gpus_were_found_and_interpreter_is_set_before_imports(
                 assert INTERPRET_AT_IMPORT not in (None, "", "0")
         """
     )
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hpml-profile=quick")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["hpml: profile *", "hpml: GPUs: * found by *; visible to this "
                                  "run: *"])

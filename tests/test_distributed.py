@@ -227,10 +227,9 @@ def test_ranks_start_with_the_preloaded_modules_imported(tmp_path, preload):
 
 def test_preload_for_ranks_keeps_what_others_asked_for():
     modules = preload_for_ranks(["colorsys"], start=False)
-    # The list is the process's: a confirmation forked earlier in this process put its own
-    # modules first.
+    # One list per process: a confirmation run earlier in this process may have put its own
+    # preloads first, so what counts is that the ranks' modules are in it, not where.
     assert {"torch", "torch.distributed", "colorsys"} <= set(modules)
-    assert modules.index("torch") < modules.index("torch.distributed")
     # The confirmations' own preloads (pytest, the plugin) are kept beside the ranks' list.
     from pytest_hpml.compare import confirm
 

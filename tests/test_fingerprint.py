@@ -4,6 +4,9 @@ fake NVML module), never by initializing CUDA or importing triton in this proces
 
 from __future__ import annotations
 
+import os
+import platform
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -57,15 +60,21 @@ def test_slugify_keeps_names_file_safe() -> None:
     assert slugify("???") == "unknown"
 
 
-def test_this_machine() -> None:
-    facts = fingerprint()
-    for key in ("gpu", "gpu_count", "cpu", "cpu_cores", "torch", "triton", "python", "cuda"):
-        assert key in facts
-    import torch
-
-    assert facts["torch"] == torch.__version__
+def test_this_machines_fingerprint_reports_its_own_cores_and_versions() -> None:
+    facts = fingerprint.__wrapped__()  # taken now, not a copy cached by an earlier test
+    assert facts["cpu_cores"] == os.cpu_count()
+    assert facts["python"] == platform.python_version()
+    assert facts["torch"] == torch.__version__ and facts["cuda"] == torch.version.cuda
+    try:  # read from the package's metadata, without importing triton
+        triton = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        triton = None
+    assert facts["triton"] == triton
+    # A machine without a GPU is keyed by its CPU and cores, the same key on every run.
     key = machine_key(facts)
-    assert key and "/" not in key and " " not in key
+    if not facts["gpu"]:
+        assert key.endswith(f"-x{os.cpu_count()}cores") and facts["gpu_count"] == 0
+    assert key == machine_key(fingerprint.__wrapped__()) and re.fullmatch(r"[a-z0-9-]+", key)
 
 
 # -- nvidia-smi's output ---------------------------------------------------------------------------

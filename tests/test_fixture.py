@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hpml_testing import metrics_by_test, run_with_json
 
 EXPERIMENT = """
+    import numpy as np
     import pytest
 
     CALLS = []
@@ -17,8 +19,12 @@ EXPERIMENT = """
         assert len(CALLS) == 1 + timing.n * timing.inner
         assert timing.n >= 12
         assert timing.median > 0 and timing.min <= timing.median
-        assert timing.iqr >= 0 and timing.cv >= 0
         assert len(timing.samples) == timing.n
+        # The spread figures describe the samples handed back, not some other set.
+        q25, q75 = np.percentile(timing.samples, [25, 75])
+        assert timing.iqr == pytest.approx(q75 - q25)
+        assert timing.cv == pytest.approx(np.std(timing.samples, ddof=1)
+                                          / np.mean(timing.samples))
 
     def test_timing_measured_elsewhere(hpml):
         steps = [0.2, 0.1, 0.3]  # per-step times a distributed run sent back
@@ -45,24 +51,24 @@ EXPERIMENT = """
                         note="allocator")
         assert m.tolerance == 0.5
         hpml.record("accuracy", 0.9, unit="%", better="higher")
-        hpml.record("parameters", 1234)  # informational: no direction
+        hpml.record("parameters", 1234, better=None)  # informational: no direction
         hpml.record("accuracy", 0.95, unit="%", better="higher")  # the last one wins
         with pytest.raises(ValueError, match="better must be"):
             hpml.record("x", 1.0, better="up")
         with pytest.raises(TypeError, match="must be a number"):
-            hpml.record("x", "fast")
+            hpml.record("x", "fast", better="lower")
 
     @pytest.mark.hpml(tolerance=0.3)
     def test_marker_tolerance(hpml):
         assert hpml.record("t", 1.0, unit="s", better="lower").tolerance == 0.3
-        assert hpml.record("u", 1.0, tolerance=0.05).tolerance == 0.05
+        assert hpml.record("u", 1.0, better="lower", tolerance=0.05).tolerance == 0.05
 
     def test_rows_and_params(hpml):
         hpml.experiment = "Layers"
         hpml.param(data="synthetic-MNIST")
         for layer, size in [("conv1", 10), ("fc", 20)]:
             with hpml.row(layer=layer) as r:
-                r.record("weights", size, unit="B")
+                r.record("weights", size, unit="B", better=None)
         assert hpml.plot_path("x.png") is None  # no --hpml-plots
         assert hpml.profile in ("quick", "full")
         assert hpml.device.type == "cpu"
@@ -81,7 +87,9 @@ def test_fixture_end_to_end(pytester: pytest.Pytester) -> None:
 
     append = metrics[name + "test_time"]["append"]
     assert (append["unit"], append["better"]) == ("s", "lower")
-    assert len(append["samples"]) >= 12 and append["iqr"] >= 0
+    assert len(append["samples"]) >= 12
+    q25, q75 = np.percentile(append["samples"], [25, 75])
+    assert append["iqr"] == pytest.approx(q75 - q25)  # the report's IQR is its samples'
 
     rates = metrics[name + "test_rates"]
     assert rates["bandwidth"]["value"] == 2e12 and rates["throughput"]["unit"] == "FLOP/s"
@@ -114,7 +122,7 @@ def test_rows_of_a_parametrized_test_keep_their_params(pytester: pytest.Pytester
         def test_steps(hpml, batch):
             for step in range(2):
                 with hpml.row(step=step) as r:
-                    r.record("loss", batch + step)
+                    r.record("loss", batch + step, better="lower")
         """
     )
     _, document = run_with_json(pytester)

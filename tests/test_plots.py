@@ -28,7 +28,8 @@ EXPERIMENT = """
                            label="model", peak="peak", bandwidth="bw")
     @pytest.mark.parametrize("model", ["small", "large"])
     def test_roofline(hpml, model):
-        hpml.record("intensity", 2.0 if model == "small" else 50.0, unit="FLOP/B")
+        hpml.record("intensity", 2.0 if model == "small" else 50.0, unit="FLOP/B",
+                    better=None)
         hpml.record("achieved", 1e11 if model == "small" else 8e11, unit="FLOP/s")
         hpml.record("peak", 1e12, unit="FLOP/s")
         hpml.record("bw", 1e11, unit="B/s")
@@ -38,8 +39,8 @@ EXPERIMENT = """
     @pytest.mark.parametrize("run", ["before", "after"])
     def test_series(hpml, run):
         hpml.setting("sample_interval", 0.5, unit="s")
-        hpml.record("gpu_util", 60.0, unit="%", samples=[50.0, 60.0, 70.0])
-        hpml.record("mem_util", 20.0, unit="%", samples=[10.0, 20.0, 30.0])
+        hpml.record("gpu_util", 60.0, unit="%", better=None, samples=[50.0, 60.0, 70.0])
+        hpml.record("mem_util", 20.0, unit="%", better=None, samples=[10.0, 20.0, 30.0])
 """
 
 
@@ -75,7 +76,7 @@ def test_hpml_plot_needs_a_file_name(pytester: pytest.Pytester) -> None:
 
         @pytest.mark.hpml_plot(x="k", y="time")
         def test_x(hpml):
-            hpml.record("time", 1.0)
+            hpml.record("time", 1.0, unit="s")
         """
     )
     result = pytester.runpytest(*FAST)
@@ -90,7 +91,7 @@ def test_an_unknown_chart_kind_is_a_usage_error(pytester: pytest.Pytester) -> No
 
         @pytest.mark.hpml_plot("x.png", kind="pie", x="k", y="time")
         def test_x(hpml):
-            hpml.record("time", 1.0)
+            hpml.record("time", 1.0, unit="s")
         """
     )
     result = pytester.runpytest(*FAST)

@@ -120,7 +120,7 @@ FIXED = """
         hpml.record("bytes", 1000 * factor, unit="B", better="lower")
         hpml.record("bytes_loose", 1000 * factor, unit="B", better="lower", tolerance=0.6)
         hpml.record("accuracy", 0.9 / factor, unit="%", better="higher")
-        hpml.record("layers", 10 * factor)  # no direction: never a regression
+        hpml.record("layers", 10 * factor, better=None)  # no direction: never a regression
 """
 
 
@@ -162,10 +162,10 @@ def test_tolerance_option_widens_the_default(pytester: pytest.Pytester) -> None:
 
 
 def test_a_metric_gone_from_the_test_is_missing(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_m="def test_m(hpml):\n    hpml.record('a', 1.0)\n"
-                               "    hpml.record('b', 2.0)\n")
+    pytester.makepyfile(test_m="def test_m(hpml):\n    hpml.record('a', 1.0, better='lower')\n"
+                               "    hpml.record('b', 2.0, better='lower')\n")
     pytester.runpytest(*FAST, "--hpml-save-baseline").assert_outcomes(passed=1)
-    pytester.makepyfile(test_m="def test_m(hpml):\n    hpml.record('a', 1.0)\n")
+    pytester.makepyfile(test_m="def test_m(hpml):\n    hpml.record('a', 1.0, better='lower')\n")
     result = pytester.runpytest(*FAST, "--hpml-compare", "--hpml-report")
     # A metric the baseline has and the run lacks fails the comparison ...
     result.assert_outcomes(failed=1)
@@ -173,11 +173,11 @@ def test_a_metric_gone_from_the_test_is_missing(pytester: pytest.Pytester) -> No
                                  "if that is expected*hpml.expect_missing(...)*",
                                  "*test_m*a*unchanged*", "*test_m*b*2 *missing*"])
     # ... unless the test says it may be missing.
-    pytester.makepyfile(test_m="def test_m(hpml):\n    hpml.record('a', 1.0)\n"
+    pytester.makepyfile(test_m="def test_m(hpml):\n    hpml.record('a', 1.0, better='lower')\n"
                                "    hpml.expect_missing('b')\n")
     pytester.runpytest(*FAST, "--hpml-compare").assert_outcomes(passed=1)
     pytester.makepyfile(test_m="import pytest\n\n@pytest.mark.hpml(expect_missing=['b'])\n"
-                               "def test_m(hpml):\n    hpml.record('a', 1.0)\n")
+                               "def test_m(hpml):\n    hpml.record('a', 1.0, better='lower')\n")
     pytester.runpytest(*FAST, "--hpml-compare").assert_outcomes(passed=1)
 
 

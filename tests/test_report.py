@@ -26,8 +26,8 @@ EXPERIMENTS = {
 
         def test_model(hpml):
             hpml.param(data="synthetic-MNIST")
-            hpml.record("parameters", 101_770)
-            hpml.record("flops", 2.5e9, unit="FLOP")
+            hpml.record("parameters", 101_770, better=None)
+            hpml.record("flops", 2.5e9, unit="FLOP", better=None)
     """,
     "test_pivot": """
         import pytest
@@ -40,7 +40,7 @@ EXPERIMENTS = {
             factor = 2 if memory == "unified" else 1
             hpml.record("time", k * 1.3e-3 * factor * (1 if config == "one" else 0.25),
                         unit="s", better="lower")
-            hpml.record("ignored_in_pivot", 1.0)
+            hpml.record("ignored_in_pivot", 1.0, better=None)
     """,
 }
 

@@ -20,6 +20,8 @@ from hpml_testing import FAST, baseline_file, strict_json
 
 from pytest_hpml import reporting
 
+ONE_ROW = "def test_one(hpml):\n    hpml.record('b', 1.0, unit='B', better='lower')\n"
+
 
 def _default_signals() -> None:
     # The child starts with the default actions, whatever this process (an xdist worker, a
@@ -231,7 +233,7 @@ def test_a_full_disk_keeps_the_previous_output_intact(
 @pytest.mark.parametrize("nothing", [("--co",), ("-k", "matches_nothing"), ("broken.py",)])
 def test_a_run_that_runs_no_test_keeps_the_previous_outputs(
         pytester: pytest.Pytester, nothing: tuple[str, ...]) -> None:
-    pytester.makepyfile(test_one="def test_one(hpml):\n    hpml.record('b', 1.0, unit='B')\n",
+    pytester.makepyfile(test_one=ONE_ROW,
                         broken="import nowhere_to_be_found\n\ndef test_broken():\n    pass\n")
     outputs = ("--hpml-report=r.json", "--hpml-export-bencher=b.json", "--hpml-save-baseline")
     pytester.runpytest(*FAST, *outputs, "test_one.py").assert_outcomes(passed=1)

@@ -17,6 +17,7 @@ from pytest_hpml.compare.baselines import BaselineError, load, save
 from pytest_hpml.results import Metric, Record
 
 MUST_NOT_RUN = "def test_x():\n    raise SystemExit('must not run')\n"
+ONE_ROW = "def test_one(hpml):\n    hpml.record('b', 1.0, unit='B', better='lower')\n"
 
 
 # -- case 4: what hpml.record accepts, the loader reads back --------------------------------------
@@ -164,7 +165,7 @@ def test_a_symlinked_baseline_file_is_merged_through_the_link(pytester: pytest.P
     link = baseline_file(pytester.path / "bl")
     link.parent.mkdir()
     os.symlink(os.path.relpath(shared, link.parent), link)
-    pytester.makepyfile(test_one="def test_one(hpml):\n    hpml.record('b', 1.0, unit='B')\n")
+    pytester.makepyfile(test_one=ONE_ROW)
     for _ in range(2):
         result = pytester.runpytest(*FAST, "--hpml-save-baseline", "--hpml-baselines=bl")
         result.assert_outcomes(passed=1)

@@ -99,7 +99,7 @@ SWEEP_TEST = """
 
     @pytest.mark.hpml_sweep("k", quick=[1, 2], full=[10, 20, 30])
     def test_sweep(hpml, k):
-        hpml.record("k_seen", k)
+        hpml.record("k_seen", k, better=None)
         assert hpml.profile in ("quick", "full")
 """
 
@@ -172,7 +172,7 @@ def test_bad_hpml_marker_options_are_a_one_line_error(pytester: pytest.Pytester,
 
         @pytest.mark.hpml({options})
         def test_x(hpml):
-            hpml.record("x", 1.0)
+            hpml.record("x", 1.0, better="lower")
         """
     )
     result = pytester.runpytest(*FAST)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
+from hpml_testing import FakeGpu
 from torch import device as torch_device
 
 from pytest_hpml.measure.clocks import (
@@ -32,7 +33,7 @@ class FakeClock:
     def wall_ns(self) -> int:
         return self.now_ns
 
-    def run(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]:
+    def run(self, fn: Callable[[], Any], count: int, inner: int, **_: Any) -> list[float]:
         self.runs.append((count, inner))
         out = []
         for _ in range(count):
@@ -174,46 +175,6 @@ def test_cpu_calls_below_the_clock_resolution_are_batched() -> None:
 # -- CUDA: events around each sample, one synchronize per batch, L2 flush outside ------------
 
 
-class FakeGpu:
-    """A GPU stream in miniature: a clock that kernels advance and events that read it."""
-
-    def __init__(self) -> None:
-        self.now_ms = 0.0
-        self.log: list[str] = []
-        self.synchronized = False
-        self.synchronize_calls = 0
-
-    def event(self) -> FakeEvent:
-        return FakeEvent(self)
-
-    def synchronize(self) -> None:
-        self.synchronize_calls += 1
-        self.synchronized = True
-        self.log.append("sync")
-
-    def kernel(self, name: str, ms: float) -> None:
-        self.synchronized = False
-        self.log.append(name)
-        self.now_ms += ms
-
-
-class FakeEvent:
-    def __init__(self, gpu: FakeGpu) -> None:
-        self.gpu = gpu
-        self.at: float | None = None
-
-    def record(self) -> None:
-        self.gpu.log.append("record")
-        self.at = self.gpu.now_ms
-
-    def elapsed_time(self, end: FakeEvent) -> float:
-        # The real API raises when an event has not completed: the host must synchronize first.
-        if not self.gpu.synchronized:
-            raise RuntimeError("elapsed_time before synchronize")
-        assert self.at is not None and end.at is not None
-        return end.at - self.at
-
-
 def test_cuda_clock_events_around_each_sample_and_one_synchronize() -> None:
     gpu = FakeGpu()
     clock = CudaClock(gpu.event, gpu.synchronize)
@@ -301,7 +262,7 @@ def test_spin_rate_is_calibrated_with_events() -> None:
         calibrate_cycles_per_second(gpu.event, gpu.synchronize, lambda cycles: None)
 
 
-def test_clock_choice() -> None:
+def test_host_work_gets_the_wall_clock_and_an_unknown_kind_is_refused() -> None:
     assert isinstance(clock_for("cpu"), CpuClock)
     assert isinstance(clock_for(torch_device("cpu"), "host"), CpuClock)
     # A whole GPU program that ends synchronized is timed on the host, not with events.
@@ -323,9 +284,9 @@ def test_measure_on_cuda_synchronizes_once_per_batch() -> None:
     batches = []
 
     class CountingClock(CudaClock):
-        def run(self, fn, count, inner):
+        def run(self, fn, count, inner, **kwargs):
             batches.append(count)
-            return super().run(fn, count, inner)
+            return super().run(fn, count, inner, **kwargs)
 
     durations = itertools.cycle([1.0, 1.3, 0.8])  # noisy enough to need several batches
     clock = CountingClock(gpu.event, gpu.synchronize, device="cuda:0",
@@ -338,30 +299,6 @@ def test_measure_on_cuda_synchronizes_once_per_batch() -> None:
     assert timing.inner == 1  # event timing is never batched into inner repeats
     assert timing.n == sum(batches[1:])
     assert sorted({round(s * 1e4) for s in timing.samples}) == [8, 10, 13]
-
-
-def test_batches_measured_while_the_sm_clock_was_throttled_are_measured_again() -> None:
-    gpu = FakeGpu()
-    clocks = iter([1980.0, 1200.0, 1980.0, 1980.0])  # the second batch ran throttled
-    clock = CudaClock(gpu.event, gpu.synchronize, sm_clock=lambda: (next(clocks), 1980.0))
-    calls = itertools.count()
-
-    def kernel() -> None:
-        # 1 ms normally; 3 ms while throttled (the batch that reads 1200 MHz afterwards).
-        gpu.kernel("fn", 3.0 if 2 <= next(calls) < 4 else 1.0)
-
-    first = clock.run(kernel, count=2, inner=1)
-    second = clock.run(kernel, count=2, inner=1)
-    assert first == [pytest.approx(1e-3)] * 2 and second == [pytest.approx(1e-3)] * 2
-    assert clock.throttled == 2
-    assert "2 sample(s) taken while the SM clock was below 90%" in clock.warnings()[0]
-
-
-def test_a_clock_throttled_throughout_still_returns_its_samples() -> None:
-    gpu = FakeGpu()
-    clock = CudaClock(gpu.event, gpu.synchronize, sm_clock=lambda: (1000.0, 1980.0))
-    out = clock.run(lambda: gpu.kernel("fn", 2.0), count=3, inner=1)
-    assert len(out) == 3 and clock.throttled >= 3 and clock.warnings()
 
 
 def test_a_host_clock_in_a_cold_l2_test_flushes_nothing_and_says_so() -> None:

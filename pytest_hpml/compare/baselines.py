@@ -19,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Iterator
+import statistics
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 from pytest_hpml import __version__
 from pytest_hpml.machine.fingerprint import machine_key
 from pytest_hpml.report.files import write_atomic, write_target
-from pytest_hpml.results import Metric, Record, json_safe, measured_figures
+from pytest_hpml.results import Metric, Record, Verdict, json_safe, measured_figures
 
 SCHEMA_PREFIX = "pytest-hpml/baseline/"
 SCHEMA = f"{SCHEMA_PREFIX}2"
@@ -65,6 +66,7 @@ class Baseline:
 class SaveResult:
     path: Path
     skipped: list[str] = field(default_factory=list)  # "record metric = nan" not stored
+    levels: list[str] = field(default_factory=list)  # "record metric: before -> after"
 
 
 def baseline_path(directory: Path, key: str, profile: str) -> Path:
@@ -105,6 +107,12 @@ def _check_metric(record_id: str, m: Any) -> None:
             bad = values if not isinstance(values, list) else next(
                 v for v in values if not _finite_number(v))
             raise _Invalid(f"{where}: {key} hold {bad!r}, not a finite number")
+    accepted = m.get("accepted")
+    if accepted is not None and not (isinstance(accepted, list) and all(
+            isinstance(a, dict) and isinstance(a.get("on"), str) and _finite_number(
+                a.get("before")) and _finite_number(a.get("after")) for a in accepted)):
+        raise _Invalid(f"{where}: accepted holds {accepted!r}, not a list of "
+                       "{'on': date, 'before': number, 'after': number}")
     try:
         Metric.from_dict(m)
     except (TypeError, ValueError) as exc:
@@ -234,54 +242,107 @@ def _clean_stale_temporaries(path: Path) -> list[Path]:
     return removed
 
 
-def _merged_metric(new: Metric, old: dict[str, Any] | None, keep: int) -> dict[str, Any]:
+#: Judges a run's metric against its stored form (a Verdict), for the levels of a save.
+Judge = Callable[[Metric, Metric], Verdict | None]
+#: A save whose run showed one of these (beyond what this machine can detect) starts a new level.
+LEVEL_CHANGES = ("regressed", "improved")
+
+
+@dataclass(frozen=True)
+class MergePolicy:
+    """How a save merges a run into the stored history."""
+
+    keep: int = DEFAULT_KEEP  # runs of history kept per metric
+    reset: bool = False  # restart the history of the saved rows (a hardware change)
+    # A run that shows a change beyond what this machine can detect starts the metric's history
+    # at the new level (an accepted change), keeping the old level and when it changed: a
+    # history mixing both levels would blind the check for later changes.
+    judge: Judge | None = None
+    when: str = ""  # this save's date and time (ISO 8601), for the accepted levels
+    prune: frozenset[str] = frozenset()  # rows to drop (tests no longer in the suite)
+
+
+def _process_values(metric: Metric) -> list[float]:
+    return [v for v in [metric.value, *(metric.runs or [])] if math.isfinite(v)]
+
+
+def _merged_metric(new: Metric, old: dict[str, Any] | None, policy: MergePolicy
+                   ) -> tuple[dict[str, Any], str | None]:
     """The stored form of a measured metric: its latest value and samples with the history of
     its runs; what a comparison made of it (the verdict) and the values of this run's fresh
-    processes (which join the history) are not stored as such."""
+    processes (which join the history) are not stored as such. Also returns, for a new level,
+    "before -> after" in words."""
+    if old and old.get("seeded_from"):
+        old = None  # another tool's value, measured another way: pytest-hpml's runs replace it
+    level = None
+    if old is not None and policy.judge is not None:
+        verdict = new.verdict or policy.judge(new, Metric.from_dict(old))
+        if verdict is not None and verdict.outcome in LEVEL_CHANGES:
+            level = verdict
+    accepted = list(old.get("accepted") or []) if old else []
+    if level is not None:
+        after = statistics.median(_process_values(new))
+        accepted.append({"on": policy.when, "before": level.baseline, "after": after})
+        old = None  # the history starts at the new level
     # Every process of this run is one run of history: the spread between them is the noise
     # the next comparison weighs a change against.
     history = list(old.get("history") or [old["value"]]) if old else []
     fresh = [v for v in new.runs or [] if math.isfinite(v)]
-    history = (history + fresh + [new.value])[-keep:]
+    history = (history + fresh + [new.value])[-policy.keep:]
     relative_history = None
     if new.relative is not None:
         # Relative to the yardstick: only runs that timed it, so the series restarts when a
         # run did not.
         relative = list(old.get("relative_history") or []) if old else []
         fresh = [v for v in new.relative_runs or [] if math.isfinite(v)]
-        relative_history = (relative + fresh + [new.relative])[-keep:]
-    return replace(new, verdict=None, runs=None, relative_runs=None, history=history,
-                   relative_history=relative_history).to_dict()
+        relative_history = (relative + fresh + [new.relative])[-policy.keep:]
+    stored = replace(new, verdict=None, runs=None, relative_runs=None, history=history,
+                     relative_history=relative_history, accepted=accepted or None)
+    said = None
+    if level is not None:
+        said = f"{level.baseline:.6g} -> {accepted[-1]['after']:.6g} {new.unit}".rstrip() + \
+            f" ({level.outcome})"
+    return stored.to_dict(), said
 
 
-def merge(existing: dict[str, dict[str, Any]], records: list[Record], keep: int = DEFAULT_KEEP,
-          reset: bool = False) -> tuple[dict[str, dict[str, Any]], list[str]]:
+def merge(existing: dict[str, dict[str, Any]], records: list[Record],
+          policy: MergePolicy = MergePolicy()) -> tuple[dict[str, dict[str, Any]], list[str],
+                                                        list[str]]:
     """The stored records with `records` merged in: each measured metric's latest value and
     samples replace the old ones and its value joins the history (the last `keep` runs; with
-    reset, the history restarts). Rows not in `records` are kept as they were. Returns the
-    merged records and the metrics left out because they are not finite numbers."""
-    merged = dict(existing)
-    skipped = []
+    reset, the history restarts; after a change beyond the noise, it starts at the new level).
+    Metrics of a row that this run did not produce keep their history; rows not in `records`
+    are kept as they were, unless pruned. Returns the merged records, the metrics left out
+    because they are not finite numbers, and one line per new level."""
+    merged = {k: v for k, v in existing.items() if k not in policy.prune}
+    skipped, levels = [], []
     for record in records:
-        old = {} if reset else {m["name"]: m for m in existing.get(record.id, {}).get(
-            "metrics", [])}
+        stored = [] if policy.reset else existing.get(record.id, {}).get("metrics", [])
+        old = {m["name"]: m for m in stored}
         data = record.to_dict()
         kept, not_numbers = measured_figures(record)
         skipped += [f"{record.id} {m.name} = {m.value}" for m in not_numbers]
-        data["metrics"] = [_merged_metric(m, old.get(m.name), keep) for m in kept]
+        data["metrics"] = []
+        for m in kept:
+            metric, level = _merged_metric(m, old.pop(m.name, None), policy)
+            data["metrics"].append(metric)
+            if level:
+                levels.append(f"{record.id} {m.name}: {level}")
+        # What this run did not produce (a save of part of a row) keeps its history.
+        data["metrics"] += [m for m in stored if m["name"] in old]
         data.pop("expected_missing", None)
         merged[record.id] = data
-    return merged, skipped
+    return merged, skipped, levels
 
 
 def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Record],
-         keep: int = DEFAULT_KEEP, reset: bool = False) -> SaveResult:
+         policy: MergePolicy = MergePolicy()) -> SaveResult:
     """Merge `records` into the file at `path` under its lock, atomically. The merged file is
     checked by the loader's own rules before the rename: a save never writes a file the next
     run would refuse. A symlink is written through (its target is the file merged)."""
     path = write_target(Path(path))
-    if keep < 1:
-        raise ValueError(f"keep must be >= 1 run, got {keep}")
+    if policy.keep < 1:
+        raise ValueError(f"keep must be >= 1 run, got {policy.keep}")
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
         _clean_stale_temporaries(path)
@@ -293,7 +354,8 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
                 f"baseline file {path} belongs to machine {machine_key(existing.fingerprint)!r}"
                 f", not this one ({machine_key(fingerprint)!r}); it was left untouched.")
         try:
-            merged, skipped = merge(existing.records if existing else {}, records, keep, reset)
+            merged, skipped, levels = merge(existing.records if existing else {}, records,
+                                            policy)
             document = {"schema": SCHEMA, "fingerprint": fingerprint, "profile": profile,
                         "records": [merged[k] for k in sorted(merged)]}
             text = json.dumps(json_safe(document), indent=1, allow_nan=False)
@@ -302,4 +364,4 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
             raise BaselineError(f"the save to {path} was refused: the merged file would be "
                                 f"damaged ({exc}); the file was left untouched.") from None
         write_atomic(path, lambda f: f.write(text))
-    return SaveResult(path, skipped)
+    return SaveResult(path, skipped, levels)

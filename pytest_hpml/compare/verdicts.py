@@ -32,6 +32,7 @@ from pathlib import Path
 
 from pytest_hpml.compare import baselines
 from pytest_hpml.measure.stats import mann_whitney_u, median_uncertainty, t_quantile
+from pytest_hpml.report.units import format_value
 from pytest_hpml.results import Metric, Record, Verdict
 
 DEFAULT_TOLERANCE = 0.10
@@ -143,8 +144,35 @@ def reference_value(base: Metric) -> float:
     return statistics.median(finite) if finite else base.value
 
 
+def accepted_level(base: Metric) -> str | None:
+    """The stored level's last accepted change in words, e.g. "accepted on 2026-11-23 14:02:
+    215.9 us -> 86.1 us"; None where no save accepted one."""
+    if not base.accepted:
+        return None
+    last = base.accepted[-1]
+    when = str(last.get("on", ""))[:16].replace("T", " ")
+    return (f"accepted on {when}: {format_value(last['before'], base.unit)} -> "
+            f"{format_value(last['after'], base.unit)}")
+
+
 def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFAULT_TOLERANCE,
                    alpha: float = DEFAULT_ALPHA, can_confirm: int = 0) -> Verdict | None:
+    """The verdict of a measured metric against its stored counterpart (see _verdict); one
+    that rests on a value another tool measured says so."""
+    verdict = _verdict(current, base, tolerance, alpha, can_confirm)
+    if verdict is not None and base is not None and base.seeded_from:
+        basis = "; ".join(filter(None, (verdict.basis, seeded_basis(base.seeded_from))))
+        verdict = replace(verdict, basis=basis)
+    return verdict
+
+
+def seeded_basis(seeded_from: str) -> str:
+    return (f"the baseline is {seeded_from}: its between-run spread is unknown until "
+            "pytest-hpml has saved its own runs (--hpml-save-baseline)")
+
+
+def _verdict(current: Metric, base: Metric | None, tolerance: float, alpha: float,
+             can_confirm: int) -> Verdict | None:
     """The verdict of a measured metric against its stored counterpart (None for a metric that
     is not compared: a check, a reference, a setting). The values of fresh processes travel in
     current.runs. With can_confirm (the fresh processes a confirmation would add), a worse
@@ -171,7 +199,7 @@ def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFA
         return Verdict("ambiguous", baseline=base.value,
                        basis="the baseline holds no number to compare with")
     judged = partial(Verdict, baseline=reference_value(base), change=e.change, mdc=e.mdc,
-                     relative=bool(e.label))
+                     relative=bool(e.label), accepted=accepted_level(base))
     evidence = e.noise.describe(len(e.now), len(e.history))
     if e.label:
         evidence += f"; {e.label} (as measured: {series[0].change:+.1%})"
@@ -209,7 +237,8 @@ def _judge_exactly(current: Metric, base: Metric, tol: float) -> Verdict:
     """An exact figure against the stored one: no noise, so any change beyond the tolerance is
     a change, and measuring again would give the same figure."""
     change = relative_change(base.value, current.value)
-    judged = partial(Verdict, baseline=base.value, change=change, mdc=tol)
+    judged = partial(Verdict, baseline=base.value, change=change, mdc=tol,
+                     accepted=accepted_level(base))
     shown = f"{base.value:.6g} -> {current.value:.6g} {current.unit}".rstrip()
     if abs(change) <= tol:
         return judged("unchanged", basis=f"exact figure: {shown}"

@@ -21,10 +21,34 @@ COPY_BYTES = {"quick": 128 * 2**20, "full": 1024 * 2**20}
 MATMUL_N = {"quick": {"cpu": 1024, "cuda": 4096}, "full": {"cpu": 2048, "cuda": 8192}}
 
 
+def math_mode(device_type: str, dtype: torch.dtype, backends: Any = torch.backends) -> str:
+    """What besides the dtype sets a matmul's speed now: for fp32, TF32 or IEEE (CUDA's matmul
+    switch, oneDNN's on a CPU, bf16 there too); for fp16 / bf16 on CUDA, whether reductions may
+    run in reduced precision. "" where nothing does (int8)."""
+    if dtype == torch.float32:
+        if device_type == "cuda":
+            switch = backends.cuda.matmul
+            if not hasattr(switch, "fp32_precision"):  # torch before 2.9: the legacy flag
+                return "tf32" if switch.allow_tf32 else "ieee"
+        else:
+            switch = getattr(getattr(backends, "mkldnn", None), "matmul", None)
+        precision = getattr(switch, "fp32_precision", "none")
+        if precision == "none":  # inherit the global switch, itself "none" (IEEE) by default
+            precision = getattr(backends, "fp32_precision", "none")
+        return "ieee" if precision == "none" else precision
+    if device_type == "cuda" and dtype in (torch.float16, torch.bfloat16):
+        name = "fp16" if dtype == torch.float16 else "bf16"
+        reduced = getattr(backends.cuda.matmul, f"allow_{name}_reduced_precision_reduction")
+        return "reduced-precision-reduction" if reduced else "full-precision-reduction"
+    return ""
+
+
 class Ceilings:
-    def __init__(self, device: Any, profile: str, clock: Clock | None = None) -> None:
+    def __init__(self, device: Any, profile: str, clock: Clock | None = None,
+                 backends: Any = torch.backends) -> None:
         self.device = torch.device(device)
         self.profile = profile
+        self._backends = backends
         # Warm L2 on purpose: the copies are far larger than any cache, and a ceiling is the
         # best the device shows.
         self._clock = clock or clock_for(self.device, "device", cold_l2=False)
@@ -43,8 +67,10 @@ class Ceilings:
         return self._cache["copy"]
 
     def matmul_flops(self, dtype: torch.dtype = torch.float32) -> float:
-        """FLOP/s (OP/s for int8) of a square torch.matmul, 2 n^3 operations per call."""
-        key = f"matmul-{dtype}"
+        """FLOP/s (OP/s for int8) of a square torch.matmul, 2 n^3 operations per call, in the
+        math mode set now (TF32 or IEEE for fp32): one measurement per dtype and mode."""
+        mode = math_mode(self.device.type, dtype, self._backends)
+        key = f"matmul-{dtype}" + (f"-{mode}" if mode else "")
         if key not in self._cache:
             n = MATMUL_N[self.profile]["cuda" if self.device.type == "cuda" else "cpu"]
             if dtype == torch.int8:

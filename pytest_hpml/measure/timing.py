@@ -144,7 +144,7 @@ def measure(
     def call() -> Any:
         last[0] = fn(*args, **kwargs)
 
-    warm = clock.run(call, config.warmup, 1)
+    warm = clock.run(call, config.warmup, 1, time_left=0.0)  # warm-up: nothing measured again
     inner = 1
     flushes = bool(getattr(clock, "flushes_l2", False))
     if not flushes and clock.device == "cpu":
@@ -168,7 +168,8 @@ def measure(
     samples: list[float] = []
     started = wall_ns()
     while True:
-        samples.extend(clock.run(call, batch, inner))
+        time_left = config.max_time - (wall_ns() - started) / 1e9
+        samples.extend(clock.run(call, batch, inner, time_left=time_left))
         elapsed = (wall_ns() - started) / 1e9
         if len(samples) >= config.max_samples or elapsed >= config.max_time:
             break

@@ -46,8 +46,8 @@ class NvmlSource:
     @classmethod
     def for_device(cls, device: Any) -> NvmlSource | None:  # pragma: no cover - needs a GPU
         """The source of a torch CUDA device; None without nvidia-ml-py or NVML."""
-        found = gpus.nvml_handle(device)
-        return None if found is None else cls(found[1], found[0])
+        found = gpus.nvml_device(device)
+        return None if isinstance(found, str) else cls(found[1], found[0])
 
     def read(self) -> tuple[float, ...]:
         nvml = self.nvml

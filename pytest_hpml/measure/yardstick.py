@@ -69,10 +69,11 @@ class YardstickClock:
         per_yardstick = RATIO * statistics.median(self.runs) / max(self._sample_seconds, 1e-9)
         return max(1, min(left, math.ceil(per_yardstick)))
 
-    def run(self, fn: Callable[[], Any], count: int, inner: int) -> list[float]:
+    def run(self, fn: Callable[[], Any], count: int, inner: int, *,
+            time_left: float | None = None) -> list[float]:
         out: list[float] = []
         while len(out) < count:
-            part = self._clock.run(fn, self._chunk(count - len(out)), inner)
+            part = self._clock.run(fn, self._chunk(count - len(out)), inner, time_left=time_left)
             out += part
             self._sample_seconds = part[-1] * inner
             self.runs.append(self._yardstick.run())

@@ -2,17 +2,24 @@
 
 Only measured metrics are dashboard series: checks (correctness errors), published references
 and settings are not. A point that is not a finite number is left out, with one message.
+
+Each series keeps one unit for ever, its SI base unit (s, B/s, FLOP/s ...): a unit scaled per
+run (990 GB/s one day, 1.01 TB/s the next) would read as a 1000x cliff on a dashboard that does
+not convert units. The value is the one a verdict rests on (the median of the run's processes,
+with any fresh ones), and its range the uncertainty of that median (its notch), not the
+spread of single samples.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+from pytest_hpml.measure.stats import median_uncertainty
 from pytest_hpml.report.files import write_atomic
-from pytest_hpml.report.units import scale_for
 from pytest_hpml.results import Metric, Record, json_safe, measured_figures
 
 Say = Callable[[str], None]
@@ -34,6 +41,16 @@ def _series(records: list[Record], say: Say | None, tool: str) -> list[tuple[Rec
     return points
 
 
+def point(metric: Metric) -> tuple[float, float | None]:
+    """(value, half-width of its ~95 % interval) of a series point: the median of the process
+    values the verdict rests on, and the notch of the samples (1.57 IQR / sqrt(n)); None where
+    there are too few samples for one."""
+    values = [v for v in [metric.value, *(metric.runs or [])] if math.isfinite(v)]
+    value = statistics.median(values) if values else metric.value
+    notch = median_uncertainty(metric.samples or [])
+    return value, (notch * abs(value) if notch else None)
+
+
 def benchmark_action(records: list[Record], say: Say | None = None) -> dict[str, list[dict]]:
     """github-action-benchmark's custom format, one list per direction.
 
@@ -44,10 +61,10 @@ def benchmark_action(records: list[Record], say: Say | None = None) -> dict[str,
     for r, m in _series(records, say, "github-action-benchmark"):
         if m.better is None:
             continue
-        factor, unit = scale_for(m.unit, m.value)
-        entry = {"name": _name(r, m.name), "unit": unit, "value": m.value / factor}
-        if m.iqr is not None and math.isfinite(m.iqr):
-            entry["range"] = f"± {m.iqr / factor:.4g}"
+        value, notch = point(m)
+        entry = {"name": _name(r, m.name), "unit": m.unit, "value": value}
+        if notch is not None:
+            entry["range"] = f"± {notch:.4g}"
         params = ", ".join(f"{k}={v}" for k, v in r.params.items())
         if params:
             entry["extra"] = params
@@ -58,12 +75,19 @@ def benchmark_action(records: list[Record], say: Say | None = None) -> dict[str,
 
 def write_benchmark_action(path: Path, records: list[Record], say: Say | None = None
                            ) -> list[Path]:
-    """PATH gets the smaller-is-better entries, PATH with '-bigger' the bigger-is-better ones."""
+    """PATH gets the smaller-is-better entries, PATH with '-bigger' the bigger-is-better ones;
+    only files with entries are written (the action fails on an empty list), and a file that
+    would be empty is said."""
     path = Path(path)
     data = benchmark_action(records, say)
     written = []
-    for target, key in ((path, "customSmallerIsBetter"),
-                        (bigger_path(path), "customBiggerIsBetter")):
+    for target, key, what in ((path, "customSmallerIsBetter", "smaller-is-better"),
+                              (bigger_path(path), "customBiggerIsBetter", "bigger-is-better")):
+        if not data[key]:
+            if say:
+                say(f"github-action-benchmark: no {what} metric in this run, so {target} was "
+                    "not written")
+            continue
         text = json.dumps(json_safe(data[key]), indent=1, allow_nan=False)
         write_atomic(target, lambda f, text=text: f.write(text))
         written.append(target)
@@ -81,11 +105,11 @@ def bencher_bmf(records: list[Record], say: Say | None = None
     """Bencher Metric Format: {benchmark: {measure: {value, lower_value, upper_value}}}."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for r, m in _series(records, say, "Bencher"):
-        entry = {"value": m.value}
-        finite = [s for s in m.samples or [] if math.isfinite(s)]
-        if finite:
-            entry["lower_value"] = min(finite)
-            entry["upper_value"] = max(finite)
+        value, notch = point(m)
+        entry = {"value": value}
+        if notch is not None:
+            entry["lower_value"] = value - notch
+            entry["upper_value"] = value + notch
         out.setdefault(r.id, {})[f"{m.name} ({m.unit})" if m.unit else m.name] = entry
     return out
 

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 from pytest_hpml.report.tables import build_tables, render
 from pytest_hpml.results import Record, json_safe
@@ -118,6 +118,22 @@ def _csv_number(value: float | None) -> str:
     return "" if value is None else repr(value)
 
 
+def write_csv(stream: TextIO, records: list[Record]) -> None:
+    """Every metric of `records`, one row each, with its verdict where it has one."""
+    writer = csv.writer(stream)
+    writer.writerow(CSV_COLUMNS)
+    for r in records:
+        params = ";".join(f"{k}={v}" for k, v in r.params.items())
+        for m in r.metrics:
+            v = m.verdict
+            writer.writerow([r.experiment, r.id, params, m.name, m.kind, repr(m.value),
+                             m.unit, m.better or "", _csv_number(m.iqr),
+                             len(m.samples) if m.samples else "",
+                             _csv_number(v and v.baseline), _csv_number(v and v.change),
+                             v.outcome if v else "", _csv_number(v and v.mdc),
+                             (v and v.basis) or "", m.source or "", m.note or ""])
+
+
 def write_report(path: Path, records: list[Record], fingerprint: dict[str, Any], profile: str,
                  compare: bool) -> Path:
     path = Path(path)
@@ -136,20 +152,6 @@ def write_report(path: Path, records: list[Record], fingerprint: dict[str, Any],
         text = json.dumps(json_safe(document), indent=1, allow_nan=False)
         write_atomic(path, lambda f: f.write(text))
     else:
-        write_atomic(path, lambda f: _write_csv(f, records))
+        write_atomic(path, lambda f: write_csv(f, records))
     return path
 
-
-def _write_csv(f: IO[str], records: list[Record]) -> None:
-    writer = csv.writer(f)
-    writer.writerow(CSV_COLUMNS)
-    for r in records:
-        params = ";".join(f"{k}={v}" for k, v in r.params.items())
-        for m in r.metrics:
-            v = m.verdict
-            writer.writerow([r.experiment, r.id, params, m.name, m.kind, repr(m.value),
-                             m.unit, m.better or "", _csv_number(m.iqr),
-                             len(m.samples) if m.samples else "",
-                             _csv_number(v and v.baseline), _csv_number(v and v.change),
-                             v.outcome if v else "", _csv_number(v and v.mdc),
-                             (v and v.basis) or "", m.source or "", m.note or ""])

@@ -130,7 +130,9 @@ def pivot_tables(title: str, records: list[Record], spec: dict[str, Any]) -> lis
 YARDSTICK_MARK = "†"
 
 
-def comparison_table(records: list[Record]) -> Table | None:
+def _comparison_rows(records: list[Record]) -> list[list[str]]:
+    """One row per judged metric: experiment, params, metric, baseline (the value the verdict
+    measured the change from), current, change, verdict, detectable."""
     rows = []
     for r in sorted(records, key=lambda r: _sortable(r.order)):
         for m in r.metrics:
@@ -151,11 +153,41 @@ def comparison_table(records: list[Record]) -> Table | None:
                 v.outcome,
                 "" if v.mdc is None else f"±{v.mdc:.1%}",
             ])
+    return rows
+
+
+#: The verdicts worth a line of their own in the terminal summary of a comparison.
+NOTEWORTHY = ("regressed", "missing", "improved", "ambiguous")
+
+
+def verdict_lines(records: list[Record]) -> list[str]:
+    """One line per regressed, missing, improved or ambiguous metric (in that order), as the
+    comparison table shows it: for the terminal summary of --hpml-compare without a report."""
+    rows = _comparison_rows(records)
+    lines = []
+    for outcome in NOTEWORTHY:
+        for experiment, params, metric, before, now, change, verdict, detectable in rows:
+            if verdict != outcome:
+                continue
+            where = f"{experiment}[{params}]" if params else experiment
+            shown = f"{before} -> {now}" if now else f"{before} -> (not recorded)"
+            extra = ", ".join(x for x in (change, f"detectable {detectable}" if detectable
+                                          else "") if x)
+            lines.append(f"{outcome}: {where} {metric}: {shown}"
+                         + (f" ({extra})" if extra else ""))
+    return lines
+
+
+def comparison_table(records: list[Record]) -> Table | None:
+    rows = _comparison_rows(records)
     if not rows:
         return None
     notes = ["detectable: the smallest change this machine's noise lets a verdict see for the "
              "metric (the tolerance at least); the reason for each verdict is in the JSON and "
              "CSV reports"]
+    notes += _unique(f"{r.experiment.rsplit('::', 1)[-1]} {m.name}: {m.verdict.accepted}"
+                     for r in records for m in r.metrics
+                     if m.verdict is not None and m.verdict.accepted)
     if any(YARDSTICK_MARK in row[5] for row in rows):
         notes.append(f"{YARDSTICK_MARK}: the change relative to the machine's yardstick (a "
                      "memcpy timed between the samples), which takes out the speed the whole "

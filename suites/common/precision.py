@@ -27,6 +27,18 @@ def _switches(backends: Any) -> dict[str, tuple[Any, str, bool]]:
     return {"matmul": (matmul, "allow_tf32", True), "conv": (conv, "allow_tf32", True)}
 
 
+def matmul_precision(backends: Any = torch.backends) -> str:
+    """How fp32 matmuls run now on CUDA, "tf32" or "ieee", as torch.matmul reads the switch
+    (kernels of a lab's own, such as a Triton tl.dot, follow it with this)."""
+    owner, attribute, legacy = _switches(backends)["matmul"]
+    value = getattr(owner, attribute)
+    if legacy:
+        return "tf32" if value else "ieee"
+    if value == "none":  # the new API's "inherit": the global switch, itself "none" by default
+        value = getattr(backends, "fp32_precision", "none")
+    return "tf32" if value == "tf32" else "ieee"
+
+
 @contextlib.contextmanager
 def fp32_math(matmul: str | None = None, conv: str | None = None,
               backends: Any = torch.backends) -> Iterator[None]:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from suites.common.precision import fp32_math
+from suites.common.precision import fp32_math, matmul_precision
 
 
 def _legacy_backends() -> SimpleNamespace:
@@ -59,3 +59,21 @@ def test_the_installed_torch_takes_it_without_a_warning(recwarn) -> None:
         pass
     assert torch.backends.cuda.matmul.fp32_precision == before
     assert not [w for w in recwarn if "allow_tf32" in str(w.message)]
+
+
+@pytest.mark.parametrize("backends", [_legacy_backends, _new_backends], ids=["legacy", "new"])
+def test_the_matmul_precision_reads_what_the_block_set(backends) -> None:
+    backends = backends()
+    for wanted in ("tf32", "ieee"):
+        with fp32_math(matmul=wanted, backends=backends):
+            assert matmul_precision(backends) == wanted
+
+
+def test_the_new_apis_inherit_reads_the_global_switch() -> None:
+    backends = _new_backends()
+    backends.cuda.matmul.fp32_precision = "none"
+    backends.fp32_precision = "tf32"
+    assert matmul_precision(backends) == "tf32"
+    backends.fp32_precision = "none"  # torch's default: full IEEE fp32
+    assert matmul_precision(backends) == "ieee"
+    assert matmul_precision() in ("tf32", "ieee")  # the installed torch, whatever it says

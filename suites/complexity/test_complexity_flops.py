@@ -29,16 +29,20 @@ def test_forward_and_training_flops(hpml, model: str) -> None:
     hpml.experiment = "FLOPs per image (torch.utils.flop_counter)"
     forward = count_forward_flops(build_model(model, "meta"), _one_image(model))
     training = count_training_flops(build_model(model, "meta"), _one_image(model))
-    hpml.record("forward_flops", forward.total, unit="FLOP")
-    hpml.record("train_flops", training.total, unit="FLOP", note="forward + backward")
-    hpml.record("train_over_forward", training.total / forward.total)
+    hpml.record("forward_flops", forward.total, unit="FLOP", better=None, exact=True)
+    hpml.record("train_flops", training.total, unit="FLOP", note="forward + backward",
+                better=None, exact=True)
+    hpml.record("train_over_forward", training.total / forward.total, better=None, exact=True)
     for layer_type in sorted(forward.by_layer_type):
         if not training.by_layer_type[layer_type]:
             continue  # BatchNorm, ReLU, pooling: flop_counter counts no elementwise work
         with hpml.row(layer_type=layer_type) as row:
-            row.record("forward_flops", forward.by_layer_type[layer_type], unit="FLOP")
-            row.record("train_flops", training.by_layer_type[layer_type], unit="FLOP")
-            row.record("forward_share", 100 * forward.share(layer_type), unit="%")
+            row.record("forward_flops", forward.by_layer_type[layer_type], unit="FLOP",
+                       better=None, exact=True)
+            row.record("train_flops", training.by_layer_type[layer_type], unit="FLOP",
+                       better=None, exact=True)
+            row.record("forward_share", 100 * forward.share(layer_type), unit="%",
+                       better=None, exact=True)
 
     # Every counted FLOP happens inside some layer.
     assert sum(forward.by_layer.values()) == forward.total
@@ -50,9 +54,10 @@ def test_forward_and_training_flops(hpml, model: str) -> None:
     if model in IMAGENET_MODELS:
         published = TORCHVISION_PUBLISHED[model].gmacs
         ours = forward.total / 2 / 1e9  # torchvision counts a multiply-add once
-        hpml.record("gmacs", ours, note="forward FLOPs / 2 / 1e9")
+        hpml.record("gmacs", ours, note="forward FLOPs / 2 / 1e9", better=None, exact=True)
         hpml.reference("published_gmacs", published, source=TORCHVISION_DOCS)
-        hpml.record("rel_diff_vs_published", 100 * abs(ours - published) / published, unit="%")
+        hpml.record("rel_diff_vs_published", 100 * abs(ours - published) / published, unit="%",
+                    better="lower")
         assert abs(ours - published) / published < 0.01
 
 
@@ -62,10 +67,10 @@ def test_vgg19_convolution_share_of_forward_flops(hpml) -> None:
     for layer, flops in forward.by_layer.items():
         if flops:  # ReLU, pooling and dropout do no counted arithmetic
             with hpml.row(layer=layer, layer_type=forward.layer_types[layer]) as row:
-                row.record("forward_flops", flops, unit="FLOP")
-                row.record("share", 100 * flops / forward.total, unit="%")
+                row.record("forward_flops", flops, unit="FLOP", better=None, exact=True)
+                row.record("share", 100 * flops / forward.total, unit="%", better=None, exact=True)
     conv_share = forward.share("Conv2d")
-    hpml.record("conv_share", 100 * conv_share, unit="%")
+    hpml.record("conv_share", 100 * conv_share, unit="%", better=None, exact=True)
     hpml.reference("lab_expected_conv_share", 100 * LAB_EXPECTED_VGG_CONV_SHARE, unit="%",
                    source=LU_ET_AL)
     weight_layers = [n for n, t in forward.layer_types.items() if t in ("Conv2d", "Linear")]

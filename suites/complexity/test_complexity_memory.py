@@ -30,16 +30,18 @@ def test_training_step_memory(hpml, device: str, model: str, batch: int) -> None
         return
     theoretical = parameter_bytes(net)
     hpml.param(method=step.method)
-    hpml.record("theoretical", theoretical, unit="B", note="theoretical: parameters x 4 B")
+    hpml.record("theoretical", theoretical, unit="B", note="theoretical: parameters x 4 B",
+                better=None, exact=True)
     hpml.record("actual_peak", step.peak, unit="B", better="lower")
-    hpml.record("actual_over_theoretical", step.peak / theoretical)
-    hpml.record("parameters", step.parameters, unit="B")
-    hpml.record("gradients", step.gradients, unit="B")
-    hpml.record("optimizer_state", step.optimizer_state, unit="B")
-    hpml.record("activations", step.activations, unit="B")
-    hpml.record("batch_data", step.batch, unit="B")
+    hpml.record("actual_over_theoretical", step.peak / theoretical, better="lower")
+    hpml.record("parameters", step.parameters, unit="B", better=None, exact=True)
+    hpml.record("gradients", step.gradients, unit="B", better=None, exact=True)
+    hpml.record("optimizer_state", step.optimizer_state, unit="B", better=None, exact=True)
+    hpml.record("activations", step.activations, unit="B", better="lower")
+    hpml.record("batch_data", step.batch, unit="B", better=None, exact=True)
     hpml.record("unattributed", step.unattributed, unit="B",
-                note="peak - parts: < 0 when gradients and activations are not all live at once")
+                note="peak - parts: < 0 when gradients and activations are not all live at once",
+                better=None)
 
     assert step.parameters == theoretical
     assert step.gradients == step.parameters  # one gradient per parameter after backward

@@ -30,7 +30,7 @@ def test_k80_inference_time_per_image(hpml, model: str) -> None:
     hpml.param(image=size)
     flops = count_forward_flops(build_model(model, "meta"), torch.empty(1, 3, size, size,
                                                                         device="meta")).total
-    hpml.record("forward_flops", flops, unit="FLOP")
+    hpml.record("forward_flops", flops, unit="FLOP", better=None, exact=True)
     for precision, peak in K80_PUBLISHED_PEAK_FLOPS.items():
         hpml.reference(f"k80_{precision}_peak", peak, unit="FLOP/s", source=K80_DATASHEET)
         hpml.record(f"k80_{precision}_time", paleo_time(flops, peak), unit="s",
@@ -57,7 +57,7 @@ def test_paleo_estimate_and_ppp(hpml, device: str, model: str, batch: int) -> No
     assert logits.shape == (batch, num_classes(model))
     assert torch.isfinite(logits).all()
 
-    hpml.record("forward_flops", case.flops, unit="FLOP")
+    hpml.record("forward_flops", case.flops, unit="FLOP", better=None, exact=True)
     hpml.setting("device_peak", peak, unit="FLOP/s", note="device_peak: the measured fp32 "
                  "torch.matmul ceiling")
     hpml.record("estimated_time", paleo_time(case.flops, peak), unit="s",

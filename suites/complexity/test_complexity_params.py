@@ -20,8 +20,8 @@ def test_parameters_and_theoretical_memory(hpml, model: str) -> None:
     hpml.experiment = "Parameters and theoretical parameter memory (fp32)"
     net = build_model(model, "meta")  # shapes only: counting needs no weights
     count = parameter_count(net)
-    hpml.record("parameters", count)
-    hpml.record("parameter_memory", parameter_bytes(net), unit="B")
+    hpml.record("parameters", count, better=None, exact=True)
+    hpml.record("parameter_memory", parameter_bytes(net), unit="B", better=None, exact=True)
     if model == CIFAR_RESNET18:
         expected = basic_block_resnet_parameters(stem_kernel=3, classes=10)
         hpml.setting("closed_form", expected, note="closed_form: the BasicBlock ResNet formula "

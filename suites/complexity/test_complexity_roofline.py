@@ -3,8 +3,7 @@
 The roof is min(peak FLOP/s, intensity x bandwidth) with both ceilings measured by the plugin
 (fp32 matmul, large copy). A point's intensity is forward FLOPs / bytes moved (counted by the
 dispatch-mode counter, a lower bound on traffic, so the true point lies at or left of it); its
-height is the FLOP/s achieved by a timed forward pass. One test per device so that each device
-gets its own table and chart.
+height is the FLOP/s achieved by a timed forward pass. Each device gets its own table and chart.
 
 No assertion that a point stays under the roof: a point above it is a finding about the
 ceilings (the quick profile's CPU matmul ceiling is a 512 x 512 matmul, which a library's
@@ -25,8 +24,15 @@ ROOFLINE = dict(kind="roofline", x="arithmetic_intensity", y="achieved_flops", l
                 peak="peak_flops", bandwidth="peak_bandwidth")
 
 
-def roofline_point(hpml, model: str, batch: int) -> None:
-    hpml.experiment = f"Roofline of a forward pass ({hpml.device.type})"
+@pytest.mark.hpml(min_samples=3, max_time=1.0)
+@pytest.mark.hpml_plot("complexity_roofline_cpu.png", title="Forward passes on the CPU roofline",
+                       where={"device": "cpu"}, **ROOFLINE)
+@pytest.mark.hpml_plot("complexity_roofline_cuda.png", title="Forward passes on the GPU roofline",
+                       where={"device": "cuda"}, **ROOFLINE)
+@pytest.mark.parametrize("model", ALL_MODELS)
+@pytest.mark.hpml_sweep("batch", **ROOFLINE_BATCH)
+def test_roofline(hpml, device: str, model: str, batch: int) -> None:
+    hpml.experiment = f"Roofline of a forward pass ({device})"
     case = forward_case(model, batch, hpml.device, hpml.profile)
     peak = hpml.ceilings.matmul_flops(torch.float32)
     bandwidth = hpml.ceilings.copy_bandwidth()
@@ -37,7 +43,7 @@ def roofline_point(hpml, model: str, batch: int) -> None:
     achieved = hpml.record_flops("achieved_flops", case.flops, timing).value
     hpml.param(image=case.image_size,
                bound="memory" if intensity < ridge_point(peak, bandwidth) else "compute")
-    hpml.record("arithmetic_intensity", intensity, unit="FLOP/B")
+    hpml.record("arithmetic_intensity", intensity, unit="FLOP/B", better=None, exact=True)
     hpml.setting("peak_flops", peak, unit="FLOP/s", note="peak_flops: the measured fp32 matmul "
                  "ceiling")
     hpml.setting("peak_bandwidth", bandwidth, unit="B/s", note="peak_bandwidth: the measured "
@@ -46,23 +52,3 @@ def roofline_point(hpml, model: str, batch: int) -> None:
     hpml.record("pct_of_roof", 100 * achieved / roof, unit="%", better="higher", timing=timing)
     logits = timing.result  # the timed forward pass must have computed something sane
     assert logits.shape[0] == batch and torch.isfinite(logits).all()
-
-
-@pytest.mark.hpml_devices("cpu")
-@pytest.mark.hpml(min_samples=3, max_time=1.0)
-@pytest.mark.hpml_plot("complexity_roofline_cpu.png", title="Forward passes on the CPU roofline",
-                       **ROOFLINE)
-@pytest.mark.parametrize("model", ALL_MODELS)
-@pytest.mark.hpml_sweep("batch", **ROOFLINE_BATCH)
-def test_roofline_cpu(hpml, device: str, model: str, batch: int) -> None:
-    roofline_point(hpml, model, batch)
-
-
-@pytest.mark.hpml_devices("cuda")
-@pytest.mark.hpml(min_samples=3, max_time=1.0)
-@pytest.mark.hpml_plot("complexity_roofline_cuda.png", title="Forward passes on the GPU roofline",
-                       **ROOFLINE)
-@pytest.mark.parametrize("model", ALL_MODELS)
-@pytest.mark.hpml_sweep("batch", **ROOFLINE_BATCH)
-def test_roofline_cuda(hpml, device: str, model: str, batch: int) -> None:
-    roofline_point(hpml, model, batch)

@@ -4,22 +4,27 @@ all-reduce bandwidth, large batches and their remedies. Every answer is a measur
 CPU ranks in `make test` (quick profile), nccl with one GPU per rank in the full profile, and
 the same rank function under torchrun on one node or many.
 
+Reading a question: its test -> lab.py (the run, started once per process) -> ranks.py (what
+one rank does) -> training.py (the loop) -> instruments.py (what the loop measures) ->
+figures.py (what the test records).
+
 Measuring (no pytest, written against torch.distributed):
-    recipe.py        lab 2's recipe as plain values; Goyal et al.'s linear scaling and warm-up
-    loader.py        CIFAR-10 shards (DistributedSampler), batch augmentation in 2 loader workers
-    clocks.py        host and CUDA-event clocks for the inside of a step; union of intervals
-    comm_hook.py     DDP comm hook: each gradient bucket's all-reduce, timed, bytes counted
-    wire.py          bytes of every collective, by phase, by wrapping torch.distributed
-    training.py      the training loop of one process; what each epoch measured
-    ranks.py         the rank functions (train, sample order, all_reduce sweep) and the CLI
-    memory.py        out-of-memory in a rank as a finding; a CPU memory budget for Q1
-    dataparallel.py  nn.DataParallel on N GPUs in one process (GPU only)
-Figures and setup (no torch.distributed):
-    figures.py       across ranks: slowest step, compute / communication / exposed, speedup
-    bandwidth.py     algbw, busbw, the ring all-reduce model of Patarasuk and Yuan and its fit
-    sizes.py         quick and full profiles: what quick scales down
-    published.py     seed report 001's figures, shown as published references only
-    lab.py           the lab as tests use it: runs kept per process, shared table columns
+    config.py        plain values: lab 2's recipe (Goyal et al.'s linear scaling and warm-up),
+                     the data a rank loads, the quick and full profiles (what quick scales down)
+    instruments.py   host and CUDA-event clocks for the inside of a step, the union of
+                     intervals; the DDP comm hook timing each gradient bucket's all-reduce; the
+                     bytes of every collective, by phase
+    training.py      a rank's CIFAR-10 shard (DistributedSampler, batch augmentation in 2 loader
+                     workers); the training loop of one process and what each epoch measured;
+                     nn.DataParallel on N GPUs in one process (GPU only)
+    ranks.py         the rank functions (train, sample order, all_reduce sweep) and the CLI;
+                     out-of-memory in a rank as a finding, a CPU memory budget for Q1
+Figures and the tests' side (no torch.distributed):
+    figures.py       across ranks: slowest step, compute / communication / exposed, speedup;
+                     algbw, busbw, the ring all-reduce model of Patarasuk and Yuan and its fit;
+                     seed report 001's figures, shown as published references only
+    lab.py           the lab as tests use it: the launcher with out-of-memory as a finding, runs
+                     kept per process, the device cases and the batch sweep, shared columns
     conftest.py      the `lab` fixture; ranks start with the lab already imported
 
 Questions (the handout's numbers) -> tests: Q1 test_data_parallel_q1_batch_size, Q2

@@ -1,4 +1,5 @@
-"""The lab's figures from what the ranks recorded: plain arithmetic, no torch.distributed.
+"""The lab's figures from what the ranks recorded, plain arithmetic with no torch.distributed;
+the ring all-reduce model; and the published figures shown beside them.
 
 Across ranks: a step takes as long as its slowest rank (the all-reduce holds the others), so
 training time is the sum over steps of the slowest rank's step; the per-rank epoch times are kept
@@ -13,6 +14,27 @@ run again under no_sync:
     communication  time some gradient all-reduce was in flight (the comm hook's intervals)
     exposed        what communication added to the step: synchronized - no_sync steps
     overlapped     communication hidden behind backward: communication - exposed
+
+All-reduce bandwidth (question 3.2) as nccl-tests reports it. An all-reduce of S bytes on N ranks
+that takes t seconds has
+
+    algbw = S / t                      what the caller sees: the buffer's size over the time
+    busbw = algbw x 2(N-1)/N           what each link carried: comparable with the hardware's
+                                       link bandwidth, whatever N is
+
+because the bandwidth-optimal ring all-reduce (Patarasuk and Yuan, 2009) sends and receives
+2(N-1)/N x S bytes per rank: a reduce-scatter then an all-gather, each N-1 steps of S/N bytes.
+Its time on links of bandwidth B with per-step latency a is
+
+    T(S) = 2(N-1)/N x S/B + 2(N-1) x a
+
+which is what ``ring_allreduce_time`` computes and ``fit_ring_model`` fits to a sweep.
+
+The figures of seed report 001 (a student's answers to this lab, GPUs not named) are shown
+beside the measured ones as published references only, never instead of them. They also show
+what the lab's measurements are meant to fix: the report's "communication" time was the data
+loader's, its bandwidth divided the size of CIFAR-10 (0.1718 GB) by that time instead of the
+bytes all-reduced, and its speedups were taken across batch sizes.
 """
 
 from __future__ import annotations
@@ -21,6 +43,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
+# -- across ranks ---------------------------------------------------------------------------------
 
 def _epochs(results: Sequence[Any], epoch: int, synchronized: bool = True) -> list[Any]:
     return [r.epoch(epoch, synchronized) for r in results]
@@ -125,3 +150,96 @@ def gap_closed(baseline: float, large: float, remedy: float) -> float:
     (1: all of it, 0: none, negative: it made things worse)."""
     gap = baseline - large
     return (remedy - large) / gap if gap else 0.0
+
+
+# -- all-reduce bandwidth and the ring model ------------------------------------------------------
+
+def bus_factor(world_size: int) -> float:
+    """2(N-1)/N: the bytes each rank moves per byte all-reduced (0 for one rank)."""
+    if world_size < 1:
+        raise ValueError(f"world size must be >= 1, got {world_size}")
+    return 2 * (world_size - 1) / world_size
+
+
+def algbw(nbytes: float, seconds: float) -> float:
+    """Algorithm bandwidth, B/s: the buffer's size over the all-reduce's time."""
+    if not seconds > 0:
+        raise ValueError(f"an all-reduce takes a positive time, got {seconds} s")
+    return nbytes / seconds
+
+
+def busbw(nbytes: float, seconds: float, world_size: int) -> float:
+    """Bus bandwidth, B/s: algbw x 2(N-1)/N (nccl-tests' figure of merit)."""
+    return algbw(nbytes, seconds) * bus_factor(world_size)
+
+
+def ring_allreduce_time(nbytes: float, world_size: int, link_bandwidth: float,
+                        latency: float) -> float:
+    """Patarasuk and Yuan's ring: 2(N-1) steps of S/N bytes, each paying the latency once."""
+    return bus_factor(world_size) * nbytes / link_bandwidth + 2 * (world_size - 1) * latency
+
+
+def fit_ring_model(sizes: Sequence[float], seconds: Sequence[float],
+                   world_size: int) -> tuple[float, float]:
+    """(link bandwidth B/s, per-step latency s) of the ring model, least squares on a sweep.
+
+    T = a S + b with a = 2(N-1)/(N B) and b = 2(N-1) latency; each point is weighted by 1/T so
+    that the small messages (latency) count as much as the large ones (bandwidth).
+    """
+    if world_size < 2:
+        raise ValueError("the ring model needs at least 2 ranks")
+    if len(sizes) != len(seconds) or len(sizes) < 2:
+        raise ValueError("need at least two (size, time) points of equal count")
+    s = torch.tensor(sizes, dtype=torch.float64)
+    t = torch.tensor(seconds, dtype=torch.float64)
+    design = torch.stack([s, torch.ones_like(s)], dim=1) / t[:, None]
+    slope, intercept = torch.linalg.lstsq(design, torch.ones_like(t)[:, None]).solution[:, 0]
+    if not slope > 0:
+        raise ValueError("the sweep's times do not grow with the size: no bandwidth to fit")
+    return bus_factor(world_size) / slope.item(), max(0.0, intercept.item()) / (
+        2 * (world_size - 1))
+
+
+def sweep_sizes(smallest: int, largest: int) -> list[int]:
+    """Message sizes from ``smallest`` to ``largest`` bytes, doubling (as nccl-tests -f 2)."""
+    if not 0 < smallest <= largest:
+        raise ValueError(f"need 0 < smallest <= largest bytes, got {smallest} and {largest}")
+    sizes = [smallest]
+    while sizes[-1] * 2 <= largest:
+        sizes.append(sizes[-1] * 2)
+    return sizes
+
+
+# -- published: seed report 001, shown as references only -----------------------------------------
+
+PUBLISHED_SOURCE = "seed report 001 (student's answers to this lab; GPUs not named)"
+
+#: Epoch time in seconds (its tables 1-3: every training component), [batch per GPU][GPUs].
+PUBLISHED_EPOCH_TIME = {
+    32: {1: 48.61245506070554, 2: 30.818510502576828, 4: 30.8219216464595},
+    128: {1: 27.22366295568645, 2: 20.923493693244424, 4: 19.878172473981977},
+    512: {1: 25.94455107487738, 2: 15.664426802657545, 4: 15.1269},
+}
+
+#: (compute s, "communication" s) per epoch (its tables 4-6), [batch per GPU][GPUs].
+PUBLISHED_COMPUTE_COMMUNICATION = {
+    32: {2: (17.719614028930664, 0.14946778118610382), 4: (18.085159301757812,
+                                                            0.20533965528011322)},
+    128: {2: (4.26522249438477, 0.049557614311409), 4: (4.496433734893799, 0.05234416574239731)},
+    512: {2: (1.30768883228302, 0.034110888838768005), 4: (1.285510540008545,
+                                                           0.03125176951289177)},
+}
+PUBLISHED_COMMUNICATION_NOTE = ("published 'communication' is the time the data loader took, "
+                                "not an all-reduce (seed report 001, section 3.1)")
+
+#: "Bandwidth utilization" in B/s (its table 7: 0.1718 GB of data set / communication time).
+PUBLISHED_BANDWIDTH = {
+    2: {32: 1.19089210121e9, 128: 3.59177903281e9, 512: 5.21827504529e9},
+    4: {32: 0.86685642749e9, 128: 3.40057000576e9, 512: 5.69567748561e9},
+}
+PUBLISHED_BANDWIDTH_NOTE = ("published bandwidth divides the size of CIFAR-10 (0.1718 GB) by "
+                            "the loader time, not the bytes all-reduced by the all-reduce time")
+
+#: 5th-epoch training loss and accuracy (its section 4.1).
+PUBLISHED_LARGE_BATCH = {"large batch on 4 GPUs": (0.6241, 0.7834),
+                         "batch 128 (lab 2)": (0.7153, 0.7536)}

@@ -1,6 +1,10 @@
 """The lab as the tests use it: one size profile on one device type, its training runs started
 through the launcher and kept for the rest of the process, and the columns every table shares.
 
+``launch`` runs ranks through the launcher and turns a rank's out-of-memory (raised there as a
+MemoryError naming the rank and the batch, see ranks.py) into a MemoryError of its own, which
+``hpml.catch_out_of_memory()`` records as the finding.
+
 Several questions read the same run (Q2's one-worker baseline serves every scaling
 row; Q3.1 and Q3.2 read one synchronized + no_sync run), so a run is started once per
 process and configuration. Runs are seeded: a second process starting the same run gets the
@@ -10,18 +14,47 @@ same model, and its own timings.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from pytest_hpml import Timing
-from suites.data_parallel.loader import DataSpec
-from suites.data_parallel.memory import launch
+from pytest_hpml import Hpml, Recorder, Timing
+from pytest_hpml.distributed import DistributedError, run_distributed
+from suites.data_parallel.config import (
+    SCALES,
+    DataSpec,
+    Recipe,
+    Scale,
+    data_for,
+    scale_for,
+    split_global_batch,
+)
 from suites.data_parallel.ranks import CPU_THREADS_PER_WORKER, RankResult, train_rank
-from suites.data_parallel.recipe import Recipe, split_global_batch
-from suites.data_parallel.sizes import Scale, data_for, scale_for
+
+
+def launch(fn: Callable[..., Any], world_size: int, *args: Any, device: str = "cpu",
+           timeout: float = 300.0, **kwargs: Any) -> list[Any]:
+    """run_distributed, with a rank's out-of-memory raised here as a MemoryError (every rank
+    has been ended by then)."""
+    try:
+        return run_distributed(fn, world_size, *args, device=device, timeout=timeout, **kwargs)
+    except DistributedError as err:
+        if err.exception_type in ("MemoryError", "OutOfMemoryError"):
+            raise MemoryError(str(err).splitlines()[0]) from err
+        raise
+
+
+#: The world sizes of the questions that need more than one worker (Q3.1, Q3.2, DataParallel).
+MULTI_WORKERS = tuple(n for n in SCALES["full"].workers if n > 1)
+
+#: The batch per worker of Q2, Q3.1, Q3.2 and DataParallel vs DDP, over the profile's sizes.
+batch_per_worker_sweep = pytest.mark.hpml_sweep(
+    "batch", quick=list(SCALES["quick"].per_worker_batches),
+    full=list(SCALES["full"].per_worker_batches))
 
 
 def device_workers(workers: tuple[int, ...] | list[int]) -> list[Any]:
@@ -34,8 +67,25 @@ def device_workers(workers: tuple[int, ...] | list[int]) -> list[Any]:
     return cases
 
 
+#: Under every table of step times measured on GPUs (training.train_epoch's CUDA-event marks).
+#: The all-reduce sweep queues a busy-wait ahead of its timed loop (time_back_to_back); a
+#: training loop cannot: its steps are queued back to back, so only a step that follows an idle
+#: moment starts on an idle GPU, and that moment is part of what training costs.
+GPU_STEP_TIMES_NOTE = (
+    "GPU step times: CUDA events around each step; a step that starts on an idle GPU (the first "
+    "of an epoch, or one after the loader kept the GPU waiting) includes the host's time to queue "
+    "it, which the training run pays too, so no busy-wait is queued ahead of a step (it would "
+    "hide that time and lengthen the epoch)")
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    timing: Timing  # one sample per step (the slowest rank's), recorded as step_time
+    total: float  # their sum: the epoch's training time
+
+
 class Lab:
-    def __init__(self, profile: str, device: str, data_root: Any) -> None:
+    def __init__(self, profile: str, device: str, data_root: str | Path | None) -> None:
         self.profile = profile
         self.device = device
         self.scale: Scale = scale_for(profile)
@@ -89,10 +139,11 @@ class Lab:
         return (f"{os.cpu_count()} CPU cores, {CPU_THREADS_PER_WORKER} thread per worker "
                 f"(gloo)")
 
-    def describe(self, hpml: Any, results: list[RankResult] | None = None,
+    def describe(self, hpml: Hpml | Recorder, results: list[RankResult] | None = None,
                  data: DataSpec | None = None, note: str = "") -> None:
         """The shared columns (where, on what data) and, under the table, what quick scaled
-        down (and ``note``, what this table's runs scaled down besides)."""
+        down (and ``note``, what this table's runs scaled down besides). ``hpml``: the test's
+        own row or a further one (``hpml.row``)."""
         data = data or self.data
         source = results[0].data if results else (
             "CIFAR-10" if data.root else "synthetic-CIFAR-10")
@@ -102,20 +153,20 @@ class Lab:
             hpml.setting("resnet18_width", self.scale.width,
                          note="; ".join(n for n in (self.scale.scaled_down, note) if n))
 
+    def note_step_times(self, hpml: Hpml | Recorder, name: str) -> None:
+        """On GPUs, say under the table what the step times that ``name`` adds up include."""
+        if self.device == "cuda":
+            hpml.annotate(name, GPU_STEP_TIMES_NOTE)
 
-@dataclass(frozen=True)
-class StepTimes:
-    timing: Timing  # one sample per step (the slowest rank's), recorded as step_time
-    total: float  # their sum: the epoch's training time
-
-
-def record_steps(hpml: Any, name: str, steps: list[float]) -> StepTimes:
-    """Record an epoch's steps as ``step_time`` (median, each step a sample) and their sum as
-    ``name``, derived from that timing so that its verdict rests on the steps' evidence."""
-    timing = hpml.record_timing("step_time", list(steps))
-    total = sum(steps)
-    hpml.record(name, total, unit="s", better="lower", timing=timing)
-    return StepTimes(timing, total)
+    def record_steps(self, hpml: Hpml | Recorder, name: str, steps: list[float]) -> StepTimes:
+        """Record an epoch's steps as ``step_time`` (median, each step a sample) and their sum
+        as ``name``, derived from that timing so that its verdict rests on the steps'
+        evidence."""
+        timing = hpml.record_timing("step_time", list(steps))
+        total = sum(steps)
+        hpml.record(name, total, unit="s", better="lower", timing=timing)
+        self.note_step_times(hpml, name)
+        return StepTimes(timing, total)
 
 
 def large_batch_variants(lab: Lab, workers: int) -> dict[str, tuple[int, Recipe]]:

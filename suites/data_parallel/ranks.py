@@ -11,14 +11,24 @@ torchrun on one or many nodes, unchanged (see __main__ below):
     sample_order_rank       the sample indices this rank's loader serves, epoch by epoch
     allreduce_sweep_rank    all_reduce time per message size on these ranks (the ceiling)
 
+Out of memory in a rank: an out-of-memory error (CUDA's, or the CPU allocator's) is raised again
+as a MemoryError naming the rank and the batch, so that the launcher ends every rank and the
+parent can tell it from any other failure by its type name alone (lab.launch). On a CPU rank a
+memory budget (RLIMIT_DATA: the process's heap and anonymous mappings) stands in for a GPU's
+memory, so that question 1's sweep meets its limit at a batch size this machine can reach in
+seconds.
+
     torchrun --nproc_per_node 2 -m suites.data_parallel.ranks --batch 32 --width 8 --images 256
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import inspect
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -26,14 +36,18 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+import pytest_hpml
+from pytest_hpml.distributed import rank_device, run_distributed
 from suites.common.models import resnet18_cifar
-from suites.data_parallel.clocks import clock_for
-from suites.data_parallel.comm_hook import AllReduceTimer, timed_allreduce_hook
-from suites.data_parallel.loader import DataSpec, make_loader
-from suites.data_parallel.memory import is_out_of_memory, limited_memory, out_of_memory_in_rank
-from suites.data_parallel.recipe import Recipe
-from suites.data_parallel.training import EpochRecord, evaluate, train_epoch
-from suites.data_parallel.wire import WireCounter
+from suites.data_parallel.config import DataSpec, Recipe
+from suites.data_parallel.instruments import (
+    AllReduceTimer,
+    WireCounter,
+    clock_for,
+    time_back_to_back,
+    timed_allreduce_hook,
+)
+from suites.data_parallel.training import EpochRecord, evaluate, make_loader, train_epoch
 
 CPU_THREADS_PER_WORKER = 1
 
@@ -60,13 +74,6 @@ class RankResult:
 
     def epoch(self, number: int, synchronized: bool = True) -> EpochRecord:
         return next(e for e in self.epochs if e.epoch == number and e.synchronized == synchronized)
-
-
-def this_rank_device(device: str) -> torch.device:
-    """Its own GPU (set by the launcher, or from LOCAL_RANK under torchrun), else the CPU."""
-    if device == "cuda":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
 
 
 def _has_forward_sync_buffers() -> bool:
@@ -98,6 +105,62 @@ def _batchnorm_statistics(model: nn.Module) -> dict[str, torch.Tensor]:
             if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.running_mean is not None}
 
 
+# -- out of memory in a rank ----------------------------------------------------------------------
+
+#: How a failed allocation reads on a CPU: torch's allocator, oneDNN (a convolution whose
+#: workspace cannot be allocated), the C++ runtime, a thread whose stack cannot be mapped.
+#: A DataLoader worker's error comes back re-raised with the worker's message inside.
+CPU_ALLOCATION_FAILURES = ("DefaultCPUAllocator: can't allocate memory", "out of memory",
+                           "could not create a primitive", "std::bad_alloc",
+                           "Cannot allocate memory", "can't start new thread")
+
+
+def is_out_of_memory(exc: BaseException, under_budget: bool = False) -> bool:
+    """An allocator's out-of-memory error (pytest_hpml.is_out_of_memory: CUDA's, Python's, the
+    CPU allocator's); with ``under_budget`` (a memory budget is in force), also any of the
+    ways a CPU allocation failure reads."""
+    if pytest_hpml.is_out_of_memory(exc):
+        return True
+    return under_budget and isinstance(exc, RuntimeError) and any(
+        phrase in str(exc) for phrase in CPU_ALLOCATION_FAILURES)
+
+
+def out_of_memory_in_rank(exc: BaseException, rank: int, batch: int) -> MemoryError:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return MemoryError(f"rank {rank} ran out of memory at batch {batch} per worker: {first}")
+
+
+def _data_segment_bytes() -> int:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("no VmData in /proc/self/status")
+
+
+@contextlib.contextmanager
+def limited_memory(budget: int | None) -> Iterator[None]:
+    """Inside the block this process may allocate ``budget`` more bytes than it holds now
+    (Linux; DataLoader workers forked inside inherit the limit). The limit is lifted when the
+    block ends, errors included: reporting an error needs memory (a thread, a message)."""
+    if budget is None:
+        yield
+        return
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = _data_segment_bytes() + budget
+    if before[1] != resource.RLIM_INFINITY:
+        limit = min(limit, before[1])
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, before[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, before)
+
+
+# -- the rank functions ---------------------------------------------------------------------------
+
 def train_rank(rank: int, world_size: int, data: DataSpec, recipe: Recipe,
                device: str = "cpu", memory_budget: int | None = None) -> RankResult:
     """Train for ``recipe.epochs`` (then, if asked, one compute-only epoch under no_sync)."""
@@ -116,7 +179,7 @@ def train_rank(rank: int, world_size: int, data: DataSpec, recipe: Recipe,
 
 def _train(rank: int, world_size: int, data: DataSpec, recipe: Recipe,
            device: str) -> RankResult:
-    dev = this_rank_device(device)
+    dev = rank_device(device)
     if dev.type == "cpu":
         # One core per CPU worker, as a GPU worker is one device (and as torchrun sets
         # OMP_NUM_THREADS=1): 1, 2 and 4 workers then use 1, 2 and 4 cores' worth of threads,
@@ -206,20 +269,19 @@ def allreduce_sweep_rank(rank: int, world_size: int, sizes: list[int],
     """Seconds per all_reduce of fp32 buffers of each size (bytes) on this rank, the mean of a
     few back-to-back calls after one warm-up, in the manner of nccl-tests; and a check value
     (the sum of the ranks' numbers) that proves the collective reduced what it was given."""
-    dev = this_rank_device(device)
+    dev = rank_device(device)
     clock = clock_for(dev)
-    seconds = []
+    clock.calibrate()  # here, not in the first timed size: it would hold one rank back
+    seconds, queueing = [], 0.0
     for nbytes in sizes:
         buffer = torch.zeros(max(1, nbytes // 4), dtype=torch.float32, device=dev)
         dist.all_reduce(buffer)  # warm-up: connections, buffers, algorithm choice
-        iterations = sweep_iterations(nbytes)
         dist.barrier()
-        start = clock.mark()
-        for _ in range(iterations):
-            dist.all_reduce(buffer)
-        end = clock.mark()
-        clock.synchronize()
-        seconds.append(clock.seconds(start, end) / iterations)
+        # On a GPU a busy-wait covering the host's queueing goes ahead of the start mark
+        # (time_back_to_back), so the time is the collectives', not Python's.
+        per_call, queueing = time_back_to_back(functools.partial(dist.all_reduce, buffer),
+                                               sweep_iterations(nbytes), clock, queueing)
+        seconds.append(per_call)
     check = torch.full((4,), float(rank + 1), device=dev)
     dist.all_reduce(check)
     return {"seconds": seconds, "check": check.cpu().tolist()}
@@ -230,8 +292,6 @@ def _main() -> None:
     number of nodes) or, without it, on ranks started by the launcher (--world-size)."""
     import argparse
     import json
-
-    from pytest_hpml.distributed import run_distributed
 
     parser = argparse.ArgumentParser(description="ResNet-18 data-parallel training on CIFAR-10")
     parser.add_argument("--batch", type=int, default=128, help="batch per worker")

@@ -7,10 +7,9 @@ import time
 
 import pytest
 
-from suites.data_parallel.loader import DataSpec
-from suites.data_parallel.memory import launch
+from suites.data_parallel.config import DataSpec, Recipe, split_global_batch
+from suites.data_parallel.lab import launch
 from suites.data_parallel.ranks import train_rank
-from suites.data_parallel.recipe import Recipe, split_global_batch
 
 pytestmark = pytest.mark.data_parallel
 

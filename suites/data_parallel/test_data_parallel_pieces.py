@@ -1,5 +1,6 @@
-"""The instruments checked on known answers: the clocks (the CUDA one with fake events), the
-union of bucket intervals, the timed comm hook against a plain all-reduce, the collective
+"""The instruments checked on known answers: the clocks (the CUDA one on a fake GPU stream: its
+busy-wait, and the all-reduce sweep timing the collectives rather than the host queueing them),
+the union of bucket intervals, the timed comm hook against a plain all-reduce, the collective
 counter, the ring model, the learning-rate schedule, the cross-rank figures, the loader, the
 narrow ResNet-18 and the out-of-memory path of the launcher."""
 
@@ -11,69 +12,165 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from pytest_hpml import Timing
 from pytest_hpml.distributed import DistributedError, run_distributed
 from suites.common.data import synthetic
 from suites.common.models import RESNET18_CIFAR_PARAMETERS, resnet18_cifar
 from suites.complexity.models import basic_block_resnet_parameters
-from suites.data_parallel import memory
-from suites.data_parallel.bandwidth import (
+from suites.data_parallel import ranks
+from suites.data_parallel.config import Recipe, learning_rate
+from suites.data_parallel.figures import (
     algbw,
+    batchnorm_drift,
     bus_factor,
     busbw,
-    fit_ring_model,
-    ring_allreduce_time,
-    sweep_sizes,
-)
-from suites.data_parallel.clocks import CudaEventClock, HostClock, covered
-from suites.data_parallel.comm_hook import AllReduceTimer, timed_allreduce_hook
-from suites.data_parallel.figures import (
-    batchnorm_drift,
     communication_steps,
     compute_vs_communication,
+    fit_ring_model,
     gap_closed,
     imbalance,
+    ring_allreduce_time,
     slowest_steps,
+    sweep_sizes,
 )
-from suites.data_parallel.lab import device_workers
-from suites.data_parallel.loader import make_loader
-from suites.data_parallel.ranks import RankResult
-from suites.data_parallel.recipe import Recipe, learning_rate
-from suites.data_parallel.training import EpochRecord
-from suites.data_parallel.wire import WireCounter
+from suites.data_parallel.instruments import (
+    AllReduceTimer,
+    CudaEventClock,
+    HostClock,
+    WireCounter,
+    covered,
+    time_back_to_back,
+    timed_allreduce_hook,
+)
+from suites.data_parallel.lab import GPU_STEP_TIMES_NOTE, Lab, device_workers, launch
+from suites.data_parallel.ranks import RankResult, is_out_of_memory
+from suites.data_parallel.training import EpochRecord, make_loader
 
 pytestmark = pytest.mark.data_parallel
 
 
 # -- clocks ---------------------------------------------------------------------------------------
 
-class FakeEvent:
-    """A CUDA event stand-in: record() reads a fake GPU clock (ms)."""
+class FakeGpu:
+    """One CUDA stream in miniature, with the host's clock beside it (both in ms): the host
+    takes ``queue_ms`` to queue a kernel, the GPU runs kernels in order, and an event is stamped
+    when the stream reaches it: at once on an idle GPU, else when the work ahead of it ends.
+    Each test makes its own."""
 
-    now_ms = 0.0
+    def __init__(self, queue_ms: float = 0.0, cycles_per_ms: float = 1.5e6) -> None:
+        self.host_ms = 0.0  # where the host is
+        self.done_ms = 0.0  # when the GPU will have finished what was queued
+        self.queue_ms = queue_ms
+        self.cycles_per_ms = cycles_per_ms
+        self.synchronized = 0
+
+    def kernel(self, ms: float) -> None:
+        self.host_ms += self.queue_ms
+        self.done_ms = max(self.done_ms, self.host_ms) + ms
+
+    def spin(self, cycles: int) -> None:  # torch.cuda._sleep
+        self.kernel(cycles / self.cycles_per_ms)
+
+    def event(self) -> FakeEvent:
+        return FakeEvent(self)
+
+    def synchronize(self) -> None:
+        self.host_ms = max(self.host_ms, self.done_ms)
+        self.synchronized += 1
+
+    def now(self) -> float:  # the host's perf_counter, in seconds
+        return self.host_ms / 1e3
+
+    def clock(self) -> CudaEventClock:
+        return CudaEventClock(event=self.event, synchronize=self.synchronize, spin=self.spin)
+
+
+class FakeEvent:
+    def __init__(self, gpu: FakeGpu) -> None:
+        self.gpu = gpu
+        self.at: float | None = None
 
     def record(self) -> None:
-        self.at = FakeEvent.now_ms
+        self.at = max(self.gpu.host_ms, self.gpu.done_ms)
 
     def elapsed_time(self, end: FakeEvent) -> float:
+        assert self.at is not None and end.at is not None
         return end.at - self.at
 
 
 def test_cuda_event_clock_turns_event_pairs_into_seconds_after_synchronizing():
-    synchronized = []
-    clock = CudaEventClock(event=FakeEvent, synchronize=lambda: synchronized.append(True))
-    FakeEvent.now_ms = 10.0
+    gpu = FakeGpu()
+    clock = gpu.clock()
+    gpu.host_ms = 10.0
     start = clock.mark()
-    FakeEvent.now_ms = 12.5
+    gpu.kernel(2.5)
     end = clock.mark()
     clock.synchronize()
-    assert synchronized == [True]
+    assert gpu.synchronized == 1
     assert clock.seconds(start, end) == pytest.approx(2.5e-3)
 
 
-def test_host_clock_measures_wall_time():
-    clock = HostClock()
+def test_host_clock_reads_the_time_between_two_marks_and_holds_nothing_back():
+    readings = iter([10.0, 12.5])
+    clock = HostClock(now=lambda: next(readings))
     start = clock.mark()
-    assert clock.seconds(start, clock.mark()) >= 0
+    clock.hold(1.0)  # nothing to queue on a host: the next mark is the next reading
+    assert clock.seconds(start, clock.mark()) == 2.5
+
+
+def test_cuda_clock_learns_the_busy_waits_rate_and_holds_the_gpu_that_long():
+    gpu = FakeGpu(cycles_per_ms=1.7e6)  # a 1.7 GHz SM clock
+    clock = gpu.clock()
+    clock.hold(0.0)  # nothing asked, nothing learnt or queued
+    assert gpu.done_ms == 0.0
+    clock.calibrate()
+    assert gpu.synchronized == 1
+    before = gpu.done_ms
+    clock.hold(3e-3)
+    assert gpu.done_ms - before == pytest.approx(3.0)
+    with pytest.raises(RuntimeError, match="no measurable time"):
+        CudaEventClock(event=gpu.event, synchronize=gpu.synchronize, spin=lambda c: None).hold(1)
+
+
+def test_a_timed_loop_starts_behind_a_busy_wait_so_the_hosts_queueing_is_not_timed():
+    # The host takes 0.05 ms to queue a call that the GPU runs in 0.02 ms: started on an idle
+    # GPU, the loop would time the host (0.05 ms per call).
+    gpu = FakeGpu(queue_ms=0.05)
+    per_call, queueing = time_back_to_back(lambda: gpu.kernel(0.02), 10, gpu.clock(),
+                                           queue_estimate=0.05e-3, now=gpu.now)
+    assert per_call == pytest.approx(0.02e-3)
+    assert queueing == pytest.approx(0.05e-3)
+
+
+def test_the_allreduce_sweep_times_the_collectives_not_the_host(monkeypatch):
+    gpu = FakeGpu(queue_ms=0.05)
+    monkeypatch.setattr(ranks, "rank_device", lambda device: torch.device("cpu"))
+    monkeypatch.setattr(ranks, "clock_for", lambda device: gpu.clock())
+    monkeypatch.setattr(dist, "barrier", lambda: None)
+    monkeypatch.setattr(dist, "all_reduce", lambda tensor: gpu.kernel(0.02))
+    swept = ranks.allreduce_sweep_rank(0, 2, [4096, 8192], device="cuda")
+    assert swept["seconds"] == [pytest.approx(0.02e-3)] * 2
+
+
+def test_gpu_step_times_say_why_no_busy_wait_goes_ahead_of_a_step():
+    class Row:  # the Recorder calls record_steps makes
+        def __init__(self):
+            self.notes = {}
+
+        def record_timing(self, name, samples):
+            return Timing(samples=samples)
+
+        def record(self, name, value, **kwargs):
+            self.notes[name] = kwargs.get("note")
+
+        def annotate(self, name, note):
+            self.notes[name] = note
+
+    for device, note in (("cuda", GPU_STEP_TIMES_NOTE), ("cpu", None)):
+        row = Row()
+        steps = Lab("quick", device, None).record_steps(row, "training_time", [0.1, 0.3])
+        assert steps.total == pytest.approx(0.4) and steps.timing.median == pytest.approx(0.2)
+        assert row.notes["training_time"] == note
 
 
 @pytest.mark.parametrize("intervals, expected", [
@@ -255,17 +352,17 @@ def test_out_of_memory_in_a_rank_comes_back_as_memory_error(monkeypatch):
                                "512 per worker: CUDA out of memory\n\n--- traceback ---", rank=1,
                                exception_type="MemoryError")
 
-    monkeypatch.setattr(memory, "run_distributed", fails)
+    monkeypatch.setattr("suites.data_parallel.lab.run_distributed", fails)
     with pytest.raises(MemoryError, match="rank 1 ran out of memory at batch 512"):
-        memory.launch(lambda: None, 2)
+        launch(lambda: None, 2)
 
     def other(*args, **kwargs):
         raise DistributedError("rank 0 raised ValueError: nope", rank=0,
                                exception_type="ValueError")
 
-    monkeypatch.setattr(memory, "run_distributed", other)
+    monkeypatch.setattr("suites.data_parallel.lab.run_distributed", other)
     with pytest.raises(DistributedError, match="nope"):
-        memory.launch(lambda: None, 2)
+        launch(lambda: None, 2)
 
 
 @pytest.mark.parametrize("text, budget, expected", [
@@ -276,7 +373,7 @@ def test_out_of_memory_in_a_rank_comes_back_as_memory_error(monkeypatch):
     ("shape mismatch", True, False),
 ])
 def test_what_counts_as_out_of_memory(text, budget, expected):
-    assert memory.is_out_of_memory(RuntimeError(text), under_budget=budget) is expected
+    assert is_out_of_memory(RuntimeError(text), under_budget=budget) is expected
 
 
 def test_gpu_cases_need_as_many_gpus_as_workers():

@@ -11,9 +11,8 @@ from __future__ import annotations
 import pytest
 
 from suites.common.data import SIZES
+from suites.data_parallel.config import SCALES
 from suites.data_parallel.figures import slowest_steps
-from suites.data_parallel.lab import record_steps
-from suites.data_parallel.sizes import SCALES
 
 pytestmark = pytest.mark.data_parallel
 
@@ -38,13 +37,13 @@ def test_epoch_time_vs_batch_size(hpml, device, batch, lab):
         assert f"at batch {batch} per worker" in oom.message, oom.message
         return
     epoch = results[0].epoch(2)
-    steps = record_steps(hpml, "training_time", slowest_steps(results, 2))
+    steps = lab.record_steps(hpml, "training_time", slowest_steps(results, 2))
     hpml.record("images_per_second", epoch.samples / steps.total, unit="1/s", better="higher",
                 timing=steps.timing)
     hpml.record("loader_wait", epoch.loader_wait, unit="s",
                 note="loader_wait: time spent waiting for the DataLoader, outside training_time")
     if results[0].peak_memory is not None:
-        hpml.record("peak_memory", results[0].peak_memory, unit="B")
+        hpml.record("peak_memory", results[0].peak_memory, unit="B", better="lower")
     # One epoch is the whole training set, once, in steps of `batch` (the last may be smaller).
     assert epoch.samples == (data.train_images or SIZES["train"]["CIFAR-10"])
     assert len(epoch.step_times) == -(-epoch.samples // batch)

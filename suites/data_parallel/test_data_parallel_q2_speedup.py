@@ -14,23 +14,23 @@ import math
 import pytest
 
 from suites.common.data import SIZES
-from suites.data_parallel import published
+from suites.data_parallel.config import SCALES
 from suites.data_parallel.figures import (
+    PUBLISHED_EPOCH_TIME,
+    PUBLISHED_SOURCE,
     efficiency,
     imbalance,
     loss_and_accuracy,
     rank_epoch_times,
     speedup,
 )
-from suites.data_parallel.lab import device_workers
-from suites.data_parallel.sizes import SCALES
+from suites.data_parallel.lab import batch_per_worker_sweep, device_workers
 
 pytestmark = pytest.mark.data_parallel
 
 
 @pytest.mark.parametrize("device, workers", device_workers(SCALES["full"].workers))
-@pytest.mark.hpml_sweep("batch", quick=list(SCALES["quick"].per_worker_batches),
-                        full=list(SCALES["full"].per_worker_batches))
+@batch_per_worker_sweep
 @pytest.mark.parametrize("scaling", ["weak", "strong"])
 @pytest.mark.hpml_pivot(index=["measured_on", "scaling", "batch"], columns="workers",
                         metrics=["epoch_time", "speedup", "efficiency", "rank_imbalance"],
@@ -61,12 +61,12 @@ def test_speedup_weak_and_strong_scaling(hpml, device, workers, batch, scaling, 
     hpml.record("efficiency", efficiency(gain, workers), unit="",
                 better="higher", note="efficiency: speedup / workers (1 = perfect scaling)")
     hpml.record("rank_imbalance", 100 * imbalance(times), unit="%",
-                note="rank_imbalance: (slowest - fastest worker's epoch) / slowest")
+                note="rank_imbalance: (slowest - fastest worker's epoch) / slowest", better="lower")
     hpml.record("fastest_worker_time", min(times), unit="s")
-    if scaling == "weak" and batch in published.EPOCH_TIME:
+    if scaling == "weak" and batch in PUBLISHED_EPOCH_TIME:
         with hpml.row(measured_on="published: seed report 001 (GPUs)") as ref:
-            ref.reference("epoch_time", published.EPOCH_TIME[batch][workers], unit="s",
-                          source=published.SOURCE)
+            ref.reference("epoch_time", PUBLISHED_EPOCH_TIME[batch][workers], unit="s",
+                          source=PUBLISHED_SOURCE)
 
     # Every worker ends with the same model: DDP's all-reduce kept them in step.
     assert len({r.parameters_digest for r in many}) == 1

@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import pytest
 
-from suites.data_parallel import published
-from suites.data_parallel.figures import compute_vs_communication, gradient_bytes_per_step
-from suites.data_parallel.lab import device_workers
-from suites.data_parallel.sizes import SCALES
+from suites.data_parallel.figures import (
+    PUBLISHED_COMMUNICATION_NOTE,
+    PUBLISHED_COMPUTE_COMMUNICATION,
+    PUBLISHED_SOURCE,
+    compute_vs_communication,
+    gradient_bytes_per_step,
+)
+from suites.data_parallel.lab import MULTI_WORKERS, batch_per_worker_sweep, device_workers
 
 pytestmark = pytest.mark.data_parallel
 
-MULTI = tuple(n for n in SCALES["full"].workers if n > 1)
 
-
-@pytest.mark.parametrize("device, workers", device_workers(MULTI))
-@pytest.mark.hpml_sweep("batch", quick=list(SCALES["quick"].per_worker_batches),
-                        full=list(SCALES["full"].per_worker_batches))
+@pytest.mark.parametrize("device, workers", device_workers(MULTI_WORKERS))
+@batch_per_worker_sweep
 @pytest.mark.hpml_pivot(index=["measured_on", "workers"], columns="batch",
                         metrics=["compute", "communication", "exposed", "overlapped_share"],
                         split="device")
@@ -45,13 +46,14 @@ def test_compute_vs_communication(hpml, device, workers, batch, lab):
     hpml.record("overlapped_share", 100 * split.overlapped_share, unit="%", better="higher",
                 note="overlapped_share: communication hidden behind backward")
     hpml.record("synchronized", split.synchronized, unit="s", better="lower")
+    lab.note_step_times(hpml, "compute")
     hpml.setting("steps", split.steps)
-    if batch in published.COMPUTE_COMMUNICATION:
-        compute, loader = published.COMPUTE_COMMUNICATION[batch][workers]
+    if batch in PUBLISHED_COMPUTE_COMMUNICATION:
+        compute, loader = PUBLISHED_COMPUTE_COMMUNICATION[batch][workers]
         with hpml.row(measured_on="published: seed report 001 (GPUs)") as ref:
-            ref.reference("compute", compute, unit="s", source=published.SOURCE)
-            ref.reference("communication", loader, unit="s", source=published.SOURCE,
-                          note=published.COMMUNICATION_NOTE)
+            ref.reference("compute", compute, unit="s", source=PUBLISHED_SOURCE)
+            ref.reference("communication", loader, unit="s", source=PUBLISHED_SOURCE,
+                          note=PUBLISHED_COMMUNICATION_NOTE)
 
     # What the hook timed is the gradients: every parameter's, once per step, on every rank.
     assert gradient_bytes_per_step(results, 2) == results[0].parameter_bytes

@@ -14,17 +14,26 @@ from __future__ import annotations
 
 import pytest
 
-from suites.data_parallel import published
-from suites.data_parallel.bandwidth import algbw, busbw, fit_ring_model, sweep_sizes
-from suites.data_parallel.figures import communication_steps, gradient_bytes_per_step
-from suites.data_parallel.lab import device_workers
-from suites.data_parallel.memory import launch
+from suites.data_parallel.figures import (
+    PUBLISHED_BANDWIDTH,
+    PUBLISHED_BANDWIDTH_NOTE,
+    PUBLISHED_SOURCE,
+    algbw,
+    busbw,
+    communication_steps,
+    fit_ring_model,
+    gradient_bytes_per_step,
+    sweep_sizes,
+)
+from suites.data_parallel.lab import (
+    MULTI_WORKERS,
+    batch_per_worker_sweep,
+    device_workers,
+    launch,
+)
 from suites.data_parallel.ranks import allreduce_sweep_rank
-from suites.data_parallel.sizes import SCALES
 
 pytestmark = pytest.mark.data_parallel
-
-MULTI = tuple(n for n in SCALES["full"].workers if n > 1)
 
 
 def _sweep(lab, workers: int, sizes: list[int]) -> list[float]:
@@ -35,7 +44,7 @@ def _sweep(lab, workers: int, sizes: list[int]) -> list[float]:
     return [max(times) for times in zip(*(r["seconds"] for r in ranks), strict=True)]
 
 
-@pytest.mark.parametrize("device, workers", device_workers(MULTI))
+@pytest.mark.parametrize("device, workers", device_workers(MULTI_WORKERS))
 @pytest.mark.hpml_plot("q3_allreduce_busbw.png", x="size", y="busbw", series="workers",
                        logx=True, logy=True, title="all_reduce sweep: bus bandwidth vs size")
 def test_allreduce_sweep(hpml, device, workers, lab):
@@ -63,9 +72,8 @@ def test_allreduce_sweep(hpml, device, workers, lab):
     assert seconds[-1] > seconds[0]
 
 
-@pytest.mark.parametrize("device, workers", device_workers(MULTI))
-@pytest.mark.hpml_sweep("batch", quick=list(SCALES["quick"].per_worker_batches),
-                        full=list(SCALES["full"].per_worker_batches))
+@pytest.mark.parametrize("device, workers", device_workers(MULTI_WORKERS))
+@batch_per_worker_sweep
 @pytest.mark.hpml_pivot(index=["measured_on", "workers"], columns="batch",
                         metrics=["busbw", "ceiling_busbw", "utilization", "bandwidth"],
                         split="device")
@@ -88,10 +96,10 @@ def test_training_allreduce_bandwidth(hpml, device, workers, batch, lab):
                           better="higher", note="ceiling_busbw: the same buckets all-reduced "
                           "alone on the same ranks, back to back")
     hpml.record("utilization", 100 * trained.value / ceiling.value, unit="%", better="higher")
-    if batch in published.BANDWIDTH.get(workers, {}):
+    if batch in PUBLISHED_BANDWIDTH.get(workers, {}):
         with hpml.row(measured_on="published: seed report 001 (GPUs)") as ref:
-            ref.reference("bandwidth", published.BANDWIDTH[workers][batch], unit="B/s",
-                          source=published.SOURCE, note=published.BANDWIDTH_NOTE)
+            ref.reference("bandwidth", PUBLISHED_BANDWIDTH[workers][batch], unit="B/s",
+                          source=PUBLISHED_SOURCE, note=PUBLISHED_BANDWIDTH_NOTE)
 
     # The bytes on the wire are the model's gradients, fp32, in the buckets DDP made of them.
     assert nbytes == results[0].parameter_bytes == sum(buckets)

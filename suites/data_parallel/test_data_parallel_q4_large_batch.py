@@ -14,8 +14,12 @@ import math
 
 import pytest
 
-from suites.data_parallel import published
-from suites.data_parallel.figures import gap_closed, loss_and_accuracy
+from suites.data_parallel.figures import (
+    PUBLISHED_LARGE_BATCH,
+    PUBLISHED_SOURCE,
+    gap_closed,
+    loss_and_accuracy,
+)
 from suites.data_parallel.lab import device_workers, large_batch_variants
 
 pytestmark = pytest.mark.data_parallel
@@ -62,7 +66,7 @@ def test_large_batch_and_its_remedies(hpml, device, workers, lab):
         assert results[0].epoch(epochs).last_lr == pytest.approx(recipe.peak_lr(n))
         assert len({r.parameters_digest for r in results}) == 1
         assert math.isfinite(loss)
-    for name, (loss, accuracy) in published.LARGE_BATCH.items():
+    for name, (loss, accuracy) in PUBLISHED_LARGE_BATCH.items():
         with hpml.row(variant=f"published: {name}") as ref:
-            ref.reference("train_loss", loss, source=published.SOURCE)
-            ref.reference("train_accuracy", 100 * accuracy, unit="%", source=published.SOURCE)
+            ref.reference("train_loss", loss, source=PUBLISHED_SOURCE)
+            ref.reference("train_accuracy", 100 * accuracy, unit="%", source=PUBLISHED_SOURCE)

@@ -72,7 +72,7 @@ def test_what_goes_over_the_wire(hpml, device, workers, broadcast_buffers, lab):
             if (kind, when) in sizes:
                 row.setting("bytes", nbytes, unit="B")
             else:
-                row.record("bytes", nbytes, unit="B")
+                row.record("bytes", nbytes, unit="B", better=None, exact=True)
 
     # The two counts of the gradients agree, and they are the parameters, fp32, once per step.
     assert kinds[("gradients: all_reduce (wrapped)", "per step")] == first.parameter_bytes
@@ -110,18 +110,19 @@ def test_only_gradients_with_the_large_batch(hpml, device, workers, lab):
             row.record("batchnorm_drift", 100 * batchnorm_drift(results), unit="%",
                        note="batchnorm_drift: largest ||stats_rank - stats_rank0|| / "
                        "||stats_rank0|| of a BatchNorm layer's running mean and variance, "
-                       "after training and the first evaluation forward")
+                       "after training and the first evaluation forward", better="lower")
             row.param(scored_on=f"{data.eval_split} images")
             row.record("eval_accuracy_mean", sum(accuracies) / workers, unit="%",
                        better="higher", note="eval_accuracy: each worker's model in eval mode, "
                        "with its own BatchNorm running statistics")
             row.record("eval_accuracy_spread", max(accuracies) - min(accuracies), unit="%",
-                       note="eval_accuracy_spread: best - worst worker")
+                       note="eval_accuracy_spread: best - worst worker", better="lower")
             row.record("training_time", training_time(results, recipe.epochs), unit="s",
                        better="lower", note="training_time: the last epoch's steps")
+            lab.note_step_times(row, "training_time")
             wire = results[0].epoch(recipe.epochs).wire
             row.record("bytes_per_step", sum(wire.values()) / results[0].steps_per_epoch,
-                       unit="B")
+                       unit="B", better=None, exact=True)
         # Gradients alone keep the parameters identical on every worker in every variant.
         assert len({r.parameters_digest for r in results}) == 1
         identical_buffers = len({r.buffers_digest for r in results}) == 1

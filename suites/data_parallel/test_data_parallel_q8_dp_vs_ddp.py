@@ -14,17 +14,16 @@ import math
 import pytest
 
 from suites.common.data import SIZES
-from suites.data_parallel.dataparallel import dataparallel_epochs
 from suites.data_parallel.figures import rank_epoch_times, training_time
-from suites.data_parallel.sizes import SCALES
+from suites.data_parallel.lab import MULTI_WORKERS, batch_per_worker_sweep
+from suites.data_parallel.training import dataparallel_epochs
 
 pytestmark = [pytest.mark.data_parallel, pytest.mark.hpml_devices("cuda")]
 
 
 @pytest.mark.parametrize("workers", [pytest.param(n, marks=pytest.mark.multi_gpu(n), id=f"{n}gpu")
-                                     for n in SCALES["full"].workers if n > 1])
-@pytest.mark.hpml_sweep("batch", quick=list(SCALES["quick"].per_worker_batches),
-                        full=list(SCALES["full"].per_worker_batches))
+                                     for n in MULTI_WORKERS])
+@batch_per_worker_sweep
 @pytest.mark.hpml_pivot(index=["measured_on", "workers", "batch"], columns="wrapper",
                         metrics=["epoch_time", "training_time"])
 def test_dataparallel_vs_ddp(hpml, device, workers, batch, lab):
@@ -39,6 +38,7 @@ def test_dataparallel_vs_ddp(hpml, device, workers, batch, lab):
     with hpml.row(wrapper="DistributedDataParallel") as row:
         row.record("epoch_time", max(rank_epoch_times(ddp, 2)), unit="s", better="lower")
         row.record("training_time", training_time(ddp, 2), unit="s", better="lower")
+        lab.note_step_times(row, "training_time")
     # Both walked the whole training set in the epoch (DDP's shards are padded to equal size)
     # and both trained: a finite loss.
     images = lab.scale.train_images or SIZES["train"]["CIFAR-10"]

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from pytest_hpml import gpu_busy_wait
 from suites.mlp import model
 from suites.mlp.training import MLPConfig, matmul_for, pack, shard_bounds, unpack
 
@@ -35,19 +36,56 @@ def _sync(device: torch.device) -> None:
 
 
 class PhaseTimer:
-    """Wall-clock per phase, synchronizing the device at each boundary so work is attributed to
-    the phase that issued it (this slows the step a little; it is a profile, not a benchmark)."""
+    """Seconds per phase, the device synchronized at each boundary so that work is attributed to
+    the phase that issued it (this slows the step a little; it is a profile, not a benchmark).
 
-    def __init__(self, device: torch.device) -> None:
+    On a CPU, a phase is its wall-clock time. On a GPU, a synchronize leaves the GPU idle, so a
+    phase timed from the host would include the host's time to queue its first kernel; instead
+    a phase runs behind a GPU busy-wait (the plugin's, as hpml.time queues one) and is timed by
+    CUDA events, which read when the GPU ran it. clock="host" keeps the wall clock for what
+    the host itself waits on (a barrier) and for a phase that holds timed phases inside it.
+    `wall` holds each phase's host time, brackets included, so a container's own share is its
+    wall time minus that of the phases inside it. The GPU pieces are arguments so that the
+    logic runs on a CPU with fakes.
+    """
+
+    #: GPU spinning queued ahead of a phase: longer than the host takes to queue a GEMM, an
+    #: all_reduce or an SGD update (tens of microseconds), short beside a training step.
+    BUSY_WAIT = 250e-6
+
+    def __init__(self, device: torch.device, now: Callable[[], float] = time.perf_counter,
+                 event: Callable[[], Any] | None = None,
+                 synchronize: Callable[[], None] | None = None,
+                 busy_wait: Callable[[float], Any] | None = None) -> None:
         self.device = device
         self.totals: dict[str, float] = {}
+        self.wall: dict[str, float] = {}
+        self._now = now
+        self._events = device.type == "cuda" or event is not None
+        if device.type == "cuda":  # pragma: no cover - GPU only, never run here
+            event = event or (lambda: torch.cuda.Event(enable_timing=True))
+            busy_wait = busy_wait or gpu_busy_wait(device)
+        self._event, self._busy_wait = event, busy_wait
+        self._synchronize = synchronize or (lambda: _sync(device))
 
-    def __call__(self, phase: str, fn: Callable[..., Any], *args: Any) -> Any:
-        _sync(self.device)
-        start = time.perf_counter()
-        out = fn(*args)
-        _sync(self.device)
-        self.totals[phase] = self.totals.get(phase, 0.0) + time.perf_counter() - start
+    def __call__(self, phase: str, fn: Callable[..., Any], *args: Any,
+                 clock: str = "device") -> Any:
+        self._synchronize()
+        started = self._now()
+        if self._events and clock == "device":
+            self._busy_wait(self.BUSY_WAIT)
+            start, end = self._event(), self._event()
+            start.record()
+            out = fn(*args)
+            end.record()
+            self._synchronize()
+            seconds = start.elapsed_time(end) / 1e3  # CUDA events read milliseconds
+        else:
+            out = fn(*args)
+            self._synchronize()
+            seconds = self._now() - started
+        self.totals[phase] = self.totals.get(phase, 0.0) + seconds
+        self.wall[phase] = self.wall.get(phase, 0.0) + self._now() - started
         return out
 
 
@@ -64,6 +102,13 @@ class TimedMatMul:
         out = self.timer("gemm", self.matmul, a, b)
         self.calls.append(self.timer.totals["gemm"] - before)
         return out
+
+
+def elementwise_seconds(timer: PhaseTimer) -> float:
+    """Forward and backward outside their GEMMs: the container's host time minus the GEMMs'
+    host time (brackets included). Its many small kernels are timed by the wall clock, launches
+    included: that is where such work spends its time in a step."""
+    return timer.wall["forward_backward"] - timer.wall.get("gemm", 0.0)
 
 
 def profile_rank(rank: int, world_size: int, X: torch.Tensor, labels: torch.Tensor,
@@ -92,10 +137,10 @@ def profile_rank(rank: int, world_size: int, X: torch.Tensor, labels: torch.Tens
         X_dev = timer("batch_to_device", _to_device, X_host, dev)
         y_dev = timer("batch_to_device", _to_device, y_host, dev)
         grads = timer("forward_backward", _forward_backward, params, X_dev, y_dev, scale,
-                      config.reg / world_size, matmul)
+                      config.reg / world_size, matmul, clock="host")
         buffer = pack(grads)
         # A barrier first: time spent waiting for a slower rank is skew, not all_reduce transfer.
-        timer("wait_for_peers", dist.barrier)
+        timer("wait_for_peers", dist.barrier, clock="host")
         timer("all_reduce", dist.all_reduce, buffer)
         timer("sgd_update", model.sgd_step, params, unpack(buffer, params), config.lr)
         _sync(dev)
@@ -105,8 +150,7 @@ def profile_rank(rank: int, world_size: int, X: torch.Tensor, labels: torch.Tens
         totals = timer.totals
         per_step["batch_to_device"].append(totals["batch_to_device"])
         per_step["gemm"].append(totals["gemm"])
-        # forward_backward's wall time contains the GEMMs; the rest is element-wise work.
-        per_step["elementwise"].append(totals["forward_backward"] - totals["gemm"])
+        per_step["elementwise"].append(elementwise_seconds(timer))
         per_step["wait_for_peers"].append(totals["wait_for_peers"])
         per_step["all_reduce"].append(totals["all_reduce"])
         per_step["sgd_update"].append(totals["sgd_update"])
@@ -116,12 +160,10 @@ def profile_rank(rank: int, world_size: int, X: torch.Tensor, labels: torch.Tens
     buffer = torch.ones(params.count(), dtype=dtype, device=dev)
     allreduce_alone = []
     for repeat in range(allreduce_repeats + 1):
-        _sync(dev)
-        start = time.perf_counter()
-        dist.all_reduce(buffer)
-        _sync(dev)
+        alone = PhaseTimer(dev)
+        alone("all_reduce", dist.all_reduce, buffer)
         if repeat:
-            allreduce_alone.append(time.perf_counter() - start)
+            allreduce_alone.append(alone.totals["all_reduce"])
     batch_bytes = X_host.numel() * X_host.element_size() + y_host.numel() * y_host.element_size()
     return {"rank": rank, "rows": hi - lo, "phases": per_step, "first_gemm": first_gemm,
             "allreduce_alone": allreduce_alone, "batch_bytes": batch_bytes,

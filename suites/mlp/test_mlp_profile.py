@@ -16,7 +16,15 @@ import torch
 from pytest_hpml.distributed import run_distributed
 from suites.common.data import load
 from suites.mlp import model
-from suites.mlp.step_profile import PHASES, TimeModel, busbw, median, profile_rank
+from suites.mlp.step_profile import (
+    PHASES,
+    PhaseTimer,
+    TimeModel,
+    busbw,
+    elementwise_seconds,
+    median,
+    profile_rank,
+)
 from suites.mlp.training import MLPConfig, pixel_intensities
 
 pytestmark = [pytest.mark.mlp, pytest.mark.data_parallel]
@@ -29,6 +37,16 @@ PUBLISHED = [("first_gemm (X W0^T) in step", "time", 446e-6, "s"),
              ("first_gemm (X W0^T) in step", "achieved_flops", 5.4e12, "FLOP/s"),
              ("h2d", "h2d_bandwidth", 4.26e9, "B/s"),
              ("all_reduce alone", "algbw", 6.1e9, "B/s")]
+
+
+# How each phase is timed, where it is not obvious.
+PHASE_NOTES = {
+    ("elementwise", "cuda"): "elementwise: wall time of forward and backward outside the GEMMs, "
+                             "launches included (many small kernels: launching is their cost); "
+                             "the other GPU phases: CUDA events behind a GPU busy-wait",
+    ("wait_for_peers", "cuda"): "wait_for_peers: wall time of the barrier (the host waits)",
+    ("step", "cuda"): "step: wall time, the profile's synchronizations and busy-waits included",
+}
 
 
 def _ranks(profile: str, device: torch.device) -> int:
@@ -71,8 +89,8 @@ def test_training_step_profile(hpml, device, data_root, mnist_dataset):
     for phase in PHASES:
         with hpml.row(phase=phase) as row:
             row.record("time", median(phases[phase]), unit="s", better="lower",
-                       samples=phases[phase])
-            row.record("share_of_step", 100 * median(phases[phase]) / step, unit="%")
+                       samples=phases[phase], note=PHASE_NOTES.get((phase, kind)))
+            row.record("share_of_step", 100 * median(phases[phase]) / step, unit="%", better=None)
 
     # First-layer forward GEMM (2 D H B at one rank's B rows): inside the steps, where the time
     # model needs it, and alone in this process under the plugin's adaptive timer.
@@ -118,12 +136,86 @@ def test_training_step_profile(hpml, device, data_root, mnist_dataset):
         row.record("attained_flops_model", time_model.attained_flops(), unit="FLOP/s")
         row.record("attained_flops_measured", step_flops / step, unit="FLOP/s")
     # The seed report's figures, in the same columns, labelled by the phase name.
-    for phase, name, value, unit in PUBLISHED:
+    for phase in dict.fromkeys(p for p, *_ in PUBLISHED):  # one row per phase, in order
         with hpml.row(phase=f"{phase} [published: seed report, V100, MPI]") as row:
-            row.reference(name, value, unit=unit, source="seed report 000, V100 node, MPI + CUDA")
+            for name, value, unit in ((n, v, u) for p, n, v, u in PUBLISHED if p == phase):
+                row.reference(name, value, unit=unit,
+                              source="seed report 000, V100 node, MPI + CUDA")
 
     # The phases are disjoint parts of each step: a timer that counted some work twice (or a
     # phase that ran outside the step) would add up to more than the step.
     for i, total in enumerate(phases["step"]):
         parts = sum(phases[p][i] for p in PHASES if p != "step")
         assert 0 < parts <= total * 1.0001, f"step {i}: phases {parts:.3g} s > step {total:.3g} s"
+
+
+# -- the phase timer on a GPU, with a fake one -----------------------------------------------------
+
+class FakeStream:
+    """A GPU stream in miniature, in seconds: the host pays LAUNCH to queue a kernel, which starts
+    once queued and once the GPU is free; an event is stamped when the GPU reaches it."""
+
+    LAUNCH = 20e-6
+
+    def __init__(self) -> None:
+        self.host = 0.0
+        self.gpu_free = 0.0
+
+    def kernel(self, seconds: float) -> None:
+        self.host += self.LAUNCH
+        self.gpu_free = max(self.gpu_free, self.host) + seconds
+
+    def synchronize(self) -> None:
+        self.host = max(self.host, self.gpu_free)
+
+    def event(self) -> FakeEvent:
+        return FakeEvent(self)
+
+
+class FakeEvent:
+    def __init__(self, stream: FakeStream) -> None:
+        self.stream, self.at = stream, None
+
+    def record(self) -> None:
+        self.at = max(self.stream.gpu_free, self.stream.host)
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return (end.at - self.at) * 1e3  # milliseconds, as CUDA events
+
+
+def _fake_gpu_timer(stream: FakeStream) -> PhaseTimer:
+    return PhaseTimer(torch.device("cpu"), now=lambda: stream.host, event=stream.event,
+                      synchronize=stream.synchronize, busy_wait=stream.kernel)
+
+
+def test_a_gpu_phase_is_the_kernels_time_not_its_launch_on_an_idle_gpu():
+    # After a synchronize the GPU is idle: timed from the host, a 2 ms GEMM read 2.02 ms (its
+    # launch included); behind the busy-wait, its events read the kernel alone.
+    stream = FakeStream()
+    timer = _fake_gpu_timer(stream)
+    timer("gemm", stream.kernel, 2e-3)
+    timer("gemm", stream.kernel, 2e-3)
+    assert timer.totals["gemm"] == pytest.approx(4e-3, abs=1e-12)
+    assert timer.wall["gemm"] > 4e-3 + 2 * PhaseTimer.BUSY_WAIT  # what the host spent on it
+
+
+def test_elementwise_work_is_the_container_minus_its_gemms():
+    stream = FakeStream()
+    timer = _fake_gpu_timer(stream)
+
+    def forward_backward() -> None:
+        stream.kernel(1e-3)  # element-wise work before the GEMM ...
+        timer("gemm", stream.kernel, 2e-3)
+        stream.kernel(1e-3)  # ... and after it
+
+    timer("forward_backward", forward_backward, clock="host")
+    assert timer.totals["gemm"] == pytest.approx(2e-3, abs=1e-12)
+    # The two element-wise kernels and their launches; none of the GEMM's busy-wait.
+    assert elementwise_seconds(timer) == pytest.approx(2e-3 + 2 * FakeStream.LAUNCH, abs=1e-12)
+
+
+def test_host_phases_keep_the_wall_clock():
+    stream = FakeStream()
+    timer = _fake_gpu_timer(stream)
+    timer("wait_for_peers", lambda: setattr(stream, "host", stream.host + 5e-3), clock="host")
+    assert timer.totals["wait_for_peers"] == pytest.approx(5e-3)

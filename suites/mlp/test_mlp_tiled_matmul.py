@@ -10,6 +10,7 @@ import pytest
 import torch
 import triton
 
+from suites.common.launches import captured_launches
 from suites.common.precision import fp32_math
 from suites.mlp import model
 from suites.mlp import tiled_matmul as tiled
@@ -125,10 +126,35 @@ def test_a_transposed_call_is_tuned_on_its_own():
         c = torch.empty(m, n)
         kernel[lambda meta: (triton.cdiv(m, meta["BLOCK_M"]), triton.cdiv(n, meta["BLOCK_N"]))](
             a_layout, b, c, m, n, k, a_layout.stride(0), a_layout.stride(1), b.stride(0),
-            b.stride(1), c.stride(0), c.stride(1))
+            b.stride(1), c.stride(0), c.stride(1), INPUT_PRECISION="ieee")
         torch.testing.assert_close(c, a @ b, rtol=1e-5, atol=1e-5)
     assert len(kernel.cache) == 2, f"one tuning entry for both layouts: {list(kernel.cache)}"
     assert len(tuned) == 2 * len(two_configs)
+
+
+@pytest.mark.parametrize("asked", ["tf32", "ieee"])
+def test_the_kernel_computes_in_the_precision_torch_matmul_would(monkeypatch, asked):
+    """tl.dot gets the precision of the fp32 switch torch.matmul reads (it used to get none, and
+    Triton's default, tf32, whatever was asked); an explicit precision wins. Launches are
+    captured on meta tensors, so this needs neither a GPU nor the interpreter."""
+    a, b = torch.empty(64, 32, device="meta"), torch.empty(32, 48, device="meta")
+    with captured_launches(monkeypatch, tiled, "tiled_matmul_autotuned") as launches:
+        with fp32_math(matmul=asked):
+            tiled_matmul(a, b)
+        tiled_matmul(a, b, precision="ieee")
+    assert [launch.kwargs["INPUT_PRECISION"] for launch in launches] == [asked, "ieee"]
+    with pytest.raises(ValueError, match="'tf32' or 'ieee'"):
+        tiled_matmul(a, b, precision="tf32x3")
+
+
+def test_the_autotuner_chooses_among_the_tiles_of_the_arithmetic_asked():
+    assert tiled.tiled_matmul_autotuned.early_config_prune is tiled.configs_for_precision
+    for arithmetic, tiles in tiled.CONFIGS_BY_PRECISION.items():
+        chosen = tiled.configs_for_precision(GPU_CONFIGS, {}, INPUT_PRECISION=arithmetic)
+        assert [id(c) for c in chosen] == [id(c) for c in tiles]
+    # The interpreter's single config is in neither list: it stays.
+    assert tiled.configs_for_precision(tiled.INTERPRETER_CONFIGS, {}, INPUT_PRECISION="ieee") \
+        == tiled.INTERPRETER_CONFIGS
 
 
 # --- the switch: the MLP trained with every GEMM in Triton ---------------------------------------
@@ -139,9 +165,9 @@ SWITCH_SETUP = {"hidden": 19, "batch_size": 12, "lr": 0.5, "images": 24, "featur
 def _two_sgd_steps(gemm: str, device: torch.device) -> model.Params:
     """Two SGD steps on a tiny set, every GEMM through `gemm`. Inputs in [0, 1] keep the hidden
     units in the sigmoid's linear range, so every one of the five GEMMs shows in the updates.
-    TF32 on for torch.matmul too: Triton's tl.dot computes fp32 inputs in tf32 on a GPU, and
-    the comparison is kernel against kernel, not tf32 against full fp32 (nothing changes on a
-    CPU, where the interpreter and torch both compute in fp32)."""
+    TF32 for both kernels (the Triton kernel follows torch's switch): the comparison is kernel
+    against kernel in the same arithmetic (nothing changes on a CPU, where the interpreter and
+    torch both compute in fp32)."""
     g = torch.Generator().manual_seed(3)
     X = torch.rand(SWITCH_SETUP["images"], SWITCH_SETUP["features"], generator=g)
     y = torch.randint(0, model.NUM_CLASSES, (SWITCH_SETUP["images"],), generator=g)
@@ -218,19 +244,21 @@ MLP_GEMMS = {  # (M, K, N) of the step's GEMMs at the published size (B = 3000, 
 
 
 @pytest.mark.hpml_devices("cuda")
-@pytest.mark.hpml_pivot(index=["gemm"], columns="kernel", metrics=["achieved_flops"])
+@pytest.mark.hpml_pivot(index=["gemm", "math"], columns="kernel", metrics=["achieved_flops"])
 @pytest.mark.parametrize("kernel", ["triton_tiled", "torch.matmul"])
+@pytest.mark.parametrize("math", ["tf32", "ieee"])
 @pytest.mark.parametrize("gemm", list(MLP_GEMMS))
-def test_tiled_matmul_speed(hpml, device, gemm, kernel):  # pragma: no cover - GPU only
-    hpml.experiment = "MLP: Triton tiled matmul vs torch.matmul (fp32 inputs, tf32 math)"
+def test_tiled_matmul_speed(hpml, device, gemm, math, kernel):  # pragma: no cover - GPU only
+    hpml.experiment = "MLP: Triton tiled matmul vs torch.matmul (fp32 inputs)"
     m, k, n = MLP_GEMMS[gemm]
     a = torch.randn(m, k, device=hpml.device)
     b = torch.randn(k, n, device=hpml.device)
     fn = tiled_matmul if kernel == "triton_tiled" else torch.matmul
+    # tf32 tolerances hold for both: IEEE fp32 is only more accurate.
     rtol, atol = _tolerance(hpml.device, k)
-    # Triton's tl.dot computes fp32 inputs in tf32 on NVIDIA GPUs; torch.matmul defaults to
-    # full fp32. Both in tf32, or the comparison is tensor cores against CUDA cores.
-    with fp32_math(matmul="tf32"):
+    # Both kernels in the same arithmetic, tensor cores (tf32) or CUDA cores (IEEE fp32): the
+    # Triton kernel reads the switch torch.matmul obeys.
+    with fp32_math(matmul=math):
         hpml.check_close(fn(a, b).double(), a.double() @ b.double(), rtol=rtol, atol=atol)
         timing = hpml.time(fn, a, b)
     hpml.record_flops("achieved_flops", 2 * m * k * n, timing)

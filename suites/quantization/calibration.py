@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .cnn import LAYERS, CifarCNN
-from .scales import ACT_QMAX, scale_from_absmax
+from suites.quantization.cnn import LAYERS, CifarCNN
+from suites.quantization.scales import ACT_QMAX, scale_from_absmax
 
 
 @dataclass(frozen=True)

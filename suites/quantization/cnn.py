@@ -10,6 +10,10 @@ import torch.nn.functional as F
 from torch import nn
 
 LAYERS = ("conv1", "conv2", "fc1", "fc2", "fc3")
+#: Values each layer receives per image: the 3 x 32 x 32 input, conv1's 6 channels pooled to
+#: 14 x 14, conv2's 16 pooled to 5 x 5, then fc1's 120 and fc2's 84 outputs.
+INPUT_FEATURES = {"conv1": 3 * 32 * 32, "conv2": 6 * 14 * 14, "fc1": 16 * 5 * 5, "fc2": 120,
+                  "fc3": 84}
 
 # Called with (layer name, the layer's input); returns what the layer actually sees. Profiling
 # (step c) and activation quantization (step d) are both just such a hook.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .lab import QuantizationLab, build_lab
+from suites.quantization.lab import QuantizationLab, build_lab
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .cnn import CifarCNN
-from .scales import Granularity, dequantize, fake_quantize_activation, quantize_weight
+from suites.quantization.cnn import CifarCNN
+from suites.quantization.scales import (
+    Granularity,
+    dequantize,
+    fake_quantize_activation,
+    quantize_weight,
+)
 
 
 @dataclass

@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .fixed_point import M0_BITS, FixedPointMultiplier, requantize
+from suites.quantization.fixed_point import M0_BITS, FixedPointMultiplier, requantize
 
 
 class Epilogue(enum.IntEnum):
@@ -44,6 +44,15 @@ EPILOGUE_INT32 = tl.constexpr(Epilogue.INT32.value)
 EPILOGUE_FLOAT = tl.constexpr(Epilogue.FLOAT.value)
 BIAS_INT32 = tl.constexpr(Bias.INT32.value)
 BIAS_FLOAT = tl.constexpr(Bias.FLOAT.value)
+
+#: The largest K whose sums cannot overflow int32: each product is at most 128 x 128 = 2^14
+#: in magnitude (-128 x -128), and 2^17 of them reach 2^31.
+MAX_K = (2**31 - 1) // (128 * 128)
+#: Triton specializes an int argument on its divisibility by 16. With K a multiple of 16 the
+#: operands' rows are 16-byte aligned and the K loop loads 16 int8 at a time; with the CNN's
+#: K = 75, 150, 120, 84 the loads were single bytes and every tile of 128x64 or more spilled
+#: 1.4 to 18.6 KB. So K is padded with zeros, which add nothing to the sums.
+K_ALIGNMENT = 16
 
 # Large tiles for the compute-bound square GEMMs, thin ones for the CNN's N = 6 .. 120 layers.
 GPU_CONFIGS = [
@@ -152,9 +161,51 @@ def prune_oversized_tiles(configs: list[triton.Config], named_args: dict[str, An
                                                  * cfg.kwargs["BLOCK_K"])]
 
 
+#: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps) of the configs that spill registers on a GPU, found
+#: by compiling every config for it (test_quantization_int8_gemm_compiled fails if one that
+#: spills is left to the autotuner). On sm_80 mma.sync keeps its operand fragments in registers
+#: beside 128 int32 accumulators per thread in these tiles: every epilogue spills (688-984 B;
+#: the requantize epilogue of 128x128x64, 11 KB). sm_90's wgmma reads its operands from shared
+#: memory: only the requantize epilogue's int64 arithmetic spills, in the 8-warp tiles.
+SPILLING = {80: {(128, 256, 128, 8), (256, 128, 128, 8), (128, 128, 64, 4)}}
+SPILLING_REQUANTIZE = {90: {(128, 256, 128, 8), (256, 128, 128, 8)}}
+
+
+def spills_on(capability: int | None, config: triton.Config, epilogue: int) -> bool:
+    """Whether `config` spills on a GPU of this compute capability (80, 90) for `epilogue`."""
+    tile = (*(config.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")), config.num_warps)
+    return tile in SPILLING.get(capability, ()) or (
+        epilogue == Epilogue.REQUANTIZE and tile in SPILLING_REQUANTIZE.get(capability, ()))
+
+
+def configs_for_gpu(configs: list[triton.Config], named_args: dict[str, Any], epilogue: int,
+                    capability: int | None) -> list[triton.Config]:
+    """The configs the autotuner times for this launch on this GPU: none that spills there,
+    none far larger than the problem (prune_oversized_tiles)."""
+    fit = [cfg for cfg in configs if not spills_on(capability, cfg, epilogue)]
+    return prune_oversized_tiles(fit or list(configs), named_args)
+
+
+def current_capability() -> int | None:
+    """The compute capability of this process's GPU (80, 90), None without one."""
+    if interpreting():
+        return None
+    target = triton.runtime.driver.active.get_current_target()
+    return int(target.arch) if target.backend == "cuda" else None
+
+
+def prune_configs(configs: list[triton.Config], named_args: dict[str, Any],
+                  **kwargs: Any) -> list[triton.Config]:
+    """The autotuner's early prune, for the GPU it runs on and the launch's epilogue."""
+    return configs_for_gpu(configs, named_args, kwargs["EPILOGUE"], current_capability())
+
+
+# The best tile depends on the layout as well as the shape (as for the MLP's tiled matmul): the
+# operands' strides are part of the key, so a transposed B is tuned on its own.
+AUTOTUNE_KEY = ["M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "EPILOGUE",
+                "BIAS", "HAS_ROW_SCALE", "HAS_COL_SCALE"]
 int8_gemm_autotuned = triton.autotune(
-    configs=GPU_CONFIGS, key=["M", "N", "K", "EPILOGUE", "BIAS", "HAS_ROW_SCALE", "HAS_COL_SCALE"],
-    prune_configs_by={"early_config_prune": prune_oversized_tiles},
+    configs=GPU_CONFIGS, key=AUTOTUNE_KEY, prune_configs_by={"early_config_prune": prune_configs},
 )(int8_gemm_kernel)
 
 assert M0_BITS == 31  # the kernel's "+ 31" is fixed_point.M0_BITS
@@ -182,8 +233,10 @@ def _check_operands(a: torch.Tensor, b: torch.Tensor) -> None:
                          f"{tuple(b.shape)}")
     if a.device != b.device:
         raise ValueError(f"operands on different devices: {a.device} and {b.device}")
-    if a.shape[1] > 2 ** 17:
-        raise ValueError("K > 2^17 can overflow the int32 accumulator (127 * 128 * K >= 2^31)")
+    if a.shape[1] > MAX_K:
+        raise ValueError(f"K = {a.shape[1]} > {MAX_K}: the sums of 128 x 128 products can "
+                         "overflow the int32 accumulator, and GPUs overflow differently (sm_80's "
+                         "IMMA saturates, sm_90's wgmma wraps); split K into parts")
 
 
 def _epilogue(bias, row_scale, col_scale, multiplier) -> tuple[Epilogue, Bias]:
@@ -258,6 +311,8 @@ def _int8_gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = 
         t = torch.as_tensor(t, dtype=dtype, device=a.device).flatten()
         return (t.expand(n) if t.numel() == 1 else t).contiguous()
 
+    a, b = pad_k(a, b)
+    K = a.shape[1]
     fpm = multiplier.to(a.device) if multiplier is not None else None
     args = (
         a, b, c,
@@ -272,6 +327,21 @@ def _int8_gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = 
              "HAS_ROW_SCALE": row_scale is not None, "HAS_COL_SCALE": col_scale is not None}
     _launch(args, flags, M, N, K, config)
     return c
+
+
+def pad_k(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A (M, K) and B (K, N) with K padded with zeros to a multiple of K_ALIGNMENT (unchanged
+    when it is one): A row-major and B K-major, the layouts the kernel loads 16 bytes at a time.
+    Callers that run the same K often (a model's layers) pad once instead (integer_model)."""
+    k = a.shape[1]
+    padded = -(-k // K_ALIGNMENT) * K_ALIGNMENT
+    if padded == k:
+        return a, b
+    a_padded = torch.zeros((a.shape[0], padded), dtype=a.dtype, device=a.device)
+    a_padded[:, :k] = a
+    b_padded = torch.zeros((b.shape[1], padded), dtype=b.dtype, device=b.device).t()
+    b_padded[:k] = b
+    return a_padded, b_padded
 
 
 def _launch(args: tuple, flags: dict[str, Any], M: int, N: int, K: int,

@@ -1,8 +1,8 @@
 """The lab's shared state: data, the trained fp32 reference, calibration inputs, and the
 measurements every step reports (accuracy, size, per-layer output error against fp32).
 
-Configuration is plain values per size profile. quick: a few thousand synthetic images, seconds
-of CPU training. full: real CIFAR-10 (from the data root) trained to the usual ~60 %+."""
+Configuration is a Scale per size profile. quick: a few thousand synthetic images, seconds of
+CPU training. full: real CIFAR-10 (from the data root) trained to the usual ~60 %+."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -14,18 +14,38 @@ import torch
 from pytest_hpml import Hpml
 from suites.common.data import load_cifar10
 from suites.common.threads import one_cpu_thread
-
-from .cnn import LAYERS, CifarCNN, accuracy, normalize, parameter_bytes, train_cnn
+from suites.quantization.cnn import (
+    LAYERS,
+    CifarCNN,
+    accuracy,
+    normalize,
+    parameter_bytes,
+    train_cnn,
+)
 
 EXPERIMENT = "int8 post-training quantization"
 
-PROFILES = {
-    # triton_images: test images the interpreted Triton kernel runs in step e (~20 ms of
-    # interpreter overhead per program instance makes the whole test set minutes long).
-    "quick": dict(train_images=4096, test_images=1000, epochs=5, batch_size=128, lr=3e-3,
-                  calibration_images=256, error_images=256, triton_images=128),
-    "full": dict(train_images=None, test_images=None, epochs=10, batch_size=64, lr=1e-3,
-                 calibration_images=1000, error_images=1000, triton_images=None),
+@dataclass(frozen=True)
+class Scale:
+    """The lab at one size profile."""
+
+    train_images: int | None  # None: the whole split
+    test_images: int | None
+    epochs: int
+    batch_size: int
+    lr: float
+    calibration_images: int
+    error_images: int  # test images the per-layer output errors are measured on
+    # Test images the Triton kernel runs in step e (None: all): under the interpreter, ~20 ms
+    # of Python per program instance makes the whole test set minutes long.
+    triton_images: int | None
+
+
+SCALES = {
+    "quick": Scale(train_images=4096, test_images=1000, epochs=5, batch_size=128, lr=3e-3,
+                   calibration_images=256, error_images=256, triton_images=128),
+    "full": Scale(train_images=None, test_images=None, epochs=10, batch_size=64, lr=1e-3,
+                  calibration_images=1000, error_images=1000, triton_images=None),
 }
 SEED = 0
 
@@ -40,11 +60,11 @@ class QuantizationLab:
     calibration_images: torch.Tensor  # from the training split, never the test split
     model: CifarCNN          # the fp32 reference, eval mode, CPU
     fp32_accuracy: float
-    settings: dict
+    scale: Scale
 
     def error_images(self, limit: int | None = None) -> torch.Tensor:
         """The test images on which per-layer output errors are measured."""
-        n = self.settings["error_images"]
+        n = self.scale.error_images
         return self.test_images[:n if limit is None else min(n, limit)]
 
     def calibration_batches(self, batch_size: int = 256) -> list[torch.Tensor]:
@@ -54,21 +74,21 @@ class QuantizationLab:
 def build_lab(profile: str, data_root: Path | None, download: bool,
               device: torch.device) -> QuantizationLab:
     """Data, and the fp32 reference trained on `device` (the test's hpml.device)."""
-    settings = PROFILES[profile]
-    train = load_cifar10("train", data_root, download, limit=settings["train_images"])
-    test = load_cifar10("test", data_root, download, limit=settings["test_images"])
+    scale = SCALES[profile]
+    train = load_cifar10("train", data_root, download, limit=scale.train_images)
+    test = load_cifar10("test", data_root, download, limit=scale.test_images)
     train_images = normalize(train.images)
     with one_cpu_thread(device):
-        model = train_cnn(train_images, train.labels, epochs=settings["epochs"],
-                          batch_size=settings["batch_size"], lr=settings["lr"], seed=SEED,
+        model = train_cnn(train_images, train.labels, epochs=scale.epochs,
+                          batch_size=scale.batch_size, lr=scale.lr, seed=SEED,
                           device=device)
         test_images = normalize(test.images)
         fp32 = accuracy(model, test_images, test.labels)
     return QuantizationLab(
         profile=profile, source=train.source, synthetic=train.synthetic,
         test_images=test_images, test_labels=test.labels,
-        calibration_images=train_images[:settings["calibration_images"]],
-        model=model, fp32_accuracy=fp32, settings=settings)
+        calibration_images=train_images[:scale.calibration_images],
+        model=model, fp32_accuracy=fp32, scale=scale)
 
 
 @dataclass

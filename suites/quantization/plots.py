@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from .calibration import RangeStats
+from suites.quantization.calibration import RangeStats
 
 
 def histogram(path: Path | None, values: torch.Tensor, stats: RangeStats, title: str,

@@ -16,14 +16,22 @@ from triton.runtime.errors import OutOfResources
 from suites.quantization import int8_gemm as int8_gemm_module
 from suites.quantization.fixed_point import FixedPointMultiplier
 from suites.quantization.int8_gemm import (
+    AUTOTUNE_KEY,
     GPU_CONFIGS,
+    MAX_K,
+    Epilogue,
     _int8_gemm,
+    configs_for_gpu,
     int8_gemm,
     int8_gemm_autotuned,
     int8_gemm_reference,
     interpreting,
+    pad_k,
+    prune_configs,
     prune_oversized_tiles,
+    spills_on,
 )
+from suites.quantization.integer_model import im2col
 
 pytestmark = [pytest.mark.quantization, pytest.mark.int8]
 
@@ -239,7 +247,7 @@ def test_launch_runs_the_given_config(monkeypatch):
     bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
     assert grid == (triton.cdiv(37, bm) * triton.cdiv(29, bn),)
     assert {k: kwargs[k] for k in config.all_kwargs()} == config.all_kwargs()
-    assert args[8:11] == (37, 29, 93)  # M, N, K
+    assert args[8:11] == (37, 29, 96)  # M, N, and K padded to a multiple of 16
 
 
 def test_gpu_launch_goes_through_the_autotuner(monkeypatch):
@@ -272,7 +280,7 @@ def _blocks(configs: list[triton.Config], dim: str) -> set[int]:
 
 
 def test_autotuner_prunes_tiles_far_larger_than_the_problem():
-    assert int8_gemm_autotuned.early_config_prune is prune_oversized_tiles
+    assert int8_gemm_autotuned.early_config_prune is prune_configs
     # A large square problem keeps every config.
     assert _pruned(4096, 4096, 4096) == GPU_CONFIGS
     # The CNN's conv1 as im2col (N = 6 output channels): only the 16-wide tile is left, not
@@ -298,3 +306,85 @@ def test_pruning_always_leaves_a_config():
     tall = triton.Config({"BLOCK_M": 256, "BLOCK_N": 16, "BLOCK_K": 64, "GROUP_M": 8})
     big = triton.Config({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8})
     assert prune_oversized_tiles([big, wide, tall], {"M": 1, "N": 1, "K": 1}) == [wide]
+
+
+# -- what compilation for the GPUs found -------------------------------------------------------
+
+def _tile(cfg: triton.Config) -> tuple[int, int, int, int]:
+    return (*(cfg.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")), cfg.num_warps)
+
+
+def test_the_autotuner_leaves_out_the_tiles_that_spill_on_each_gpu():
+    square = {"M": 4096, "N": 4096, "K": 4096}
+    sm80 = {_tile(c) for c in configs_for_gpu(GPU_CONFIGS, square, Epilogue.INT32, 80)}
+    assert sm80 == {_tile(c) for c in GPU_CONFIGS} - {
+        (128, 256, 128, 8), (256, 128, 128, 8), (128, 128, 64, 4)}
+    sm90 = {_tile(c) for c in configs_for_gpu(GPU_CONFIGS, square, Epilogue.INT32, 90)}
+    assert sm90 == {_tile(c) for c in GPU_CONFIGS}  # wgmma: nothing spills in int32 ...
+    requantize = configs_for_gpu(GPU_CONFIGS, square, Epilogue.REQUANTIZE, 90)
+    assert {_tile(c) for c in GPU_CONFIGS} - {_tile(c) for c in requantize} == {
+        (128, 256, 128, 8), (256, 128, 128, 8)}  # ... but the int64 rescale does in 8 warps
+    assert not any(spills_on(80, c, Epilogue.FLOAT) for c in
+                   configs_for_gpu(GPU_CONFIGS, square, Epilogue.FLOAT, 80))
+    # The interpreter (no capability) and an unknown GPU keep every config the size allows.
+    assert configs_for_gpu(GPU_CONFIGS, square, Epilogue.INT32, None) == GPU_CONFIGS
+
+
+def test_k_is_padded_with_zeros_to_a_multiple_of_16():
+    a, b = _operands(5, 7, 75, torch.device("cpu"))
+    a16, b16 = pad_k(a, b)
+    assert a16.shape == (5, 80) and b16.shape == (80, 7)
+    assert a16.stride() == (80, 1) and b16.stride() == (1, 80)  # row-major A, K-major B
+    assert (a16[:, 75:] == 0).all() and (b16[75:] == 0).all()
+    assert torch.equal(a16.long() @ b16.long(), a.long() @ b.long())
+    aligned = _operands(5, 7, 64, torch.device("cpu"))
+    assert pad_k(*aligned) == aligned  # nothing to do: the same tensors
+
+
+def test_im2col_writes_its_padded_columns_in_its_own_copy():
+    x = torch.randint(-128, 128, (2, 3, 9, 9), dtype=torch.int8)
+    plain, padded = im2col(x, 5), im2col(x, 5, columns=80)
+    assert plain.shape == (2 * 5 * 5, 75) and padded.shape == (2 * 5 * 5, 80)
+    assert torch.equal(padded[:, :75], plain) and (padded[:, 75:] == 0).all()
+
+
+def test_k_beyond_the_int32_bound_is_refused_at_the_bound_exact():
+    # 2^17 products of -128 x -128 reach 2^31: one more than int32 holds (the guard let it by).
+    meta = torch.device("meta")
+    with pytest.raises(ValueError, match=f"K = {MAX_K + 1} > {MAX_K}.*split K"):
+        int8_gemm(torch.empty(1, MAX_K + 1, dtype=torch.int8, device=meta),
+                  torch.empty(MAX_K + 1, 1, dtype=torch.int8, device=meta))
+    a = torch.full((1, MAX_K), -128, dtype=torch.int8)
+    assert int8_gemm_reference(a, a.t()).item() == 128 * 128 * MAX_K == 2**31 - 2**14
+
+
+def test_a_transposed_b_is_tuned_on_its_own(monkeypatch):
+    """The strides are in the autotune key (they were not): at one (M, N, K) and epilogue, a
+    K-major and an N-major B are two tuning entries. Benchmarking is stubbed: the interpreter
+    has no GPU timer, and only the key is under test."""
+    if not interpreting():
+        pytest.skip("checks the key with CPU tensors in Triton's interpreter (TRITON_INTERPRET=1)")
+    assert int8_gemm_autotuned.keys == AUTOTUNE_KEY
+    timed: list[str] = []
+
+    def fake_bench(kernel_call, quantiles):
+        kernel_call()
+        timed.append("timed")
+        return [1.0, 1.0, 1.0]
+
+    two = [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 1}),
+           triton.Config({"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 1})]
+    kernel = triton.autotune(configs=two, key=AUTOTUNE_KEY, do_bench=fake_bench)(
+        int8_gemm_module.int8_gemm_kernel)
+    launches = []  # the wrapper's own arguments, then launched through the autotuner
+    monkeypatch.setattr(int8_gemm_module, "_launch",
+                        lambda args, flags, *_: launches.append((args, flags)))
+    a, b = _operands(20, 18, 32, torch.device("cpu"))
+    for layout in (b, b.contiguous()):  # K-major (a weight's transpose), then N-major
+        int8_gemm(a, layout)
+    for args, flags in launches:
+        kernel[lambda meta: (triton.cdiv(20, meta["BLOCK_M"]) * triton.cdiv(18, meta["BLOCK_N"]),)](
+            *args, **flags)
+        torch.testing.assert_close(args[2], (a.long() @ b.long()).int())
+    assert len(kernel.cache) == 2, f"one tuning entry for both layouts: {list(kernel.cache)}"
+    assert len(timed) == 2 * len(two)

@@ -14,13 +14,12 @@ from suites.quantization.calibration import (
     activation_scales,
     profile_activations,
 )
-from suites.quantization.cnn import LAYERS, accuracy, predictions
+from suites.quantization.cnn import INPUT_FEATURES, LAYERS, accuracy, predictions
 from suites.quantization.fake_quant import ActivationQuantizedCNN, quantize_weights
-from suites.quantization.int8_gemm import int8_gemm, int8_gemm_reference, interpreting
-from suites.quantization.integer_model import IntegerOnlyCNN
+from suites.quantization.int8_gemm import int8_gemm_reference, interpreting
+from suites.quantization.integer_model import MemoizedForward, integer_only_model
 from suites.quantization.lab import (
     EXPERIMENT,
-    QuantizationLab,
     Variant,
     fp32_variant,
     measure_variant,
@@ -35,8 +34,6 @@ ACTIVATION_RANGES = "int8 post-training quantization, step c: activation ranges 
 pytestmark = pytest.mark.quantization
 
 PERCENTILE = 99.99
-# Values each layer receives per image: the input, conv1 pooled, conv2 pooled, fc1, fc2.
-INPUT_FEATURES = {"conv1": 3 * 32 * 32, "conv2": 6 * 14 * 14, "fc1": 400, "fc2": 120, "fc3": 84}
 # A drop this large means the quantization is broken, not merely lossy (8-bit PTQ loses ~1).
 BROKEN_DROP = 5.0
 
@@ -62,10 +59,10 @@ def test_step_a_visualize_weights(hpml, device, lab):
         assert counts.sum().item() == weight.numel(), f"{name}: histogram lost values"
         with hpml.row(layer=name) as row:
             for key in ("min", "max", "mean", "std"):
-                row.record(f"w_{key}", getattr(stats, key))
-            row.record("w_3sigma_low", lo)
-            row.record("w_3sigma_high", hi)
-            row.record("w_within_3sigma", 100 * inside, unit="%")
+                row.record(f"w_{key}", getattr(stats, key), better=None)
+            row.record("w_3sigma_low", lo, better=None)
+            row.record("w_3sigma_high", hi, better=None)
+            row.record("w_within_3sigma", 100 * inside, unit="%", better=None)
         histogram(hpml.plot_path(f"quantization_weights_{name}.png"), weight, stats,
                   f"{name} weights ({lab.source})")
 
@@ -100,9 +97,9 @@ def test_step_c_visualize_activations(hpml, device, lab):
         clip = absmax_percentile(values, PERCENTILE).item()
         with hpml.row(layer=name) as row:
             for key in ("min", "max", "mean", "std"):
-                row.record(f"in_{key}", getattr(stats, key))
-            row.record("in_3sigma_high", stats.three_sigma[1])
-            row.record(f"in_abs_p{PERCENTILE}", clip)
+                row.record(f"in_{key}", getattr(stats, key), better=None)
+            row.record("in_3sigma_high", stats.three_sigma[1], better=None)
+            row.record(f"in_abs_p{PERCENTILE}", clip, better=None)
         histogram(hpml.plot_path(f"quantization_activations_{name}.png"), values, stats,
                   f"{name} input on {len(lab.calibration_images)} calibration images",
                   {f"p{PERCENTILE} |x|": clip})
@@ -124,28 +121,6 @@ def test_step_d_quantize_activations(hpml, device, lab, calibration):
     assert measured.drop < BROKEN_DROP
 
 
-class _Memoized:
-    """One interpreted Triton pass serves both the accuracy and the per-layer errors."""
-
-    def __init__(self, model: IntegerOnlyCNN) -> None:
-        self.model, self.key, self.value = model, None, None
-
-    def layer_outputs(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
-        key = (images.data_ptr(), tuple(images.shape), images.stride())
-        if key != self.key:
-            self.key, self.value = key, self.model.layer_outputs(images)
-        return self.value
-
-    def __call__(self, images: torch.Tensor) -> torch.Tensor:
-        return self.layer_outputs(images)["fc3"]
-
-
-def _integer_model(lab: QuantizationLab, device: torch.device) -> IntegerOnlyCNN:
-    profile = profile_activations(lab.model, lab.calibration_batches())
-    return IntegerOnlyCNN.from_float(lab.model, activation_scales(profile, "max"),
-                                     gemm=int8_gemm, device=device)
-
-
 STEP_E = "e: integer-only (int32 bias, fixed-point rescale)"
 
 
@@ -156,10 +131,10 @@ def test_step_e_integer_only_inference(hpml, device, lab):
     if hpml.device.type == "cpu" and not interpreting():
         pytest.skip("a GPU is present, so Triton is not interpreted: the cuda case runs the "
                     "integer-only model on the compiled kernel")
-    model = _integer_model(lab, hpml.device)
-    n = lab.settings["triton_images"] or len(lab.test_images)
+    model = integer_only_model(lab, hpml.device)
+    n = lab.scale.triton_images or len(lab.test_images)
     images, labels = lab.test_images[:n], lab.test_labels[:n]
-    on_kernel = _Memoized(model)
+    on_kernel = MemoizedForward(model)
     gemm = "Triton int8" + (" (interpreted)" if hpml.interpreted else "")
     variant = Variant(STEP_E, "max", on_kernel, on_kernel.layer_outputs, model.nbytes(),
                       {"gemm": gemm, "weights": "per-channel"})
@@ -184,7 +159,7 @@ def test_step_e_integer_only_inference(hpml, device, lab):
 def test_step_e_full_test_set_on_torch_integer_reference(hpml, device, lab):
     """The whole test set through the integer-only model on torch's integer GEMM (the kernel's
     bit-exact reference, fast on CPU): the figure the interpreted kernel is too slow for."""
-    model = _integer_model(lab, hpml.device).with_gemm(int8_gemm_reference)
+    model = integer_only_model(lab, hpml.device).with_gemm(int8_gemm_reference)
     variant = Variant(STEP_E, "max", model, model.layer_outputs, model.nbytes(),
                       {"gemm": "torch integer reference", "weights": "per-channel"})
     measured = measure_variant(lab, variant)
@@ -198,7 +173,7 @@ def test_integer_only_model_is_within_2_points_of_fp32_on_cifar10(hpml, device, 
     if lab.synthetic:
         pytest.skip("reproduces a published accuracy: needs real CIFAR-10 under "
                     "--hpml-data-root (add --hpml-download to fetch it)")
-    model = _integer_model(lab, hpml.device).with_gemm(int8_gemm_reference)
+    model = integer_only_model(lab, hpml.device).with_gemm(int8_gemm_reference)
     drop = lab.fp32_accuracy - accuracy(model, lab.test_images, lab.test_labels)
     hpml.experiment = EXPERIMENT
     hpml.param(step="e: published bound", variant="max", data=lab.source)

@@ -60,8 +60,8 @@ def test_generalization(hpml, device, recipe, tta_lab):
             row.record("accuracy", mean, unit="%", better="higher", samples=values,
                        note="accuracy: mean over the models (one sample per model)")
             row.record("accuracy_std", statistics.stdev(values) if len(values) > 1 else 0.0,
-                       unit="%", note="accuracy std: across the models (n - 1)")
+                       unit="%", note="accuracy std: across the models (n - 1)", better="lower")
             row.record("drop_from_clean", clean_mean - mean, unit="%",
-                       note="drop from clean: mean clean accuracy minus this set's")
+                       note="drop from clean: mean clean accuracy minus this set's", better="lower")
     # Chance is 10 %: a mean this low means the models did not train, whatever the target.
     assert clean_mean > 30, "the trained models are near chance on the clean images"

@@ -329,6 +329,16 @@ def test_gpu_remedies_are_listed_not_run_on_a_cpu() -> None:
     assert all(why_not_run(r, "cuda", "full") is None for r in REMEDIES)
 
 
+def test_both_compiled_remedies_run_in_the_full_profile_only() -> None:
+    # CUDA graphs come through torch.compile(mode="reduce-overhead"): an Inductor compile on
+    # every quick GPU run, as costly as torch.compile's.
+    on_gpu_quick = {r.name: why_not_run(r, "cuda", "quick") for r in REMEDIES}
+    assert {n for n, why in on_gpu_quick.items() if why == FULL_ONLY} == {
+        "torch.compile", "CUDA graphs"}
+    assert applied(RECIPES["resnet9-fast"], ALL, "cuda", "quick").compile == ""
+    assert applied(RECIPES["resnet9-fast"], ALL, "cuda", "full").compile == "reduce-overhead"
+
+
 def test_each_remedy_changes_one_thing_from_the_baseline() -> None:
     recipe = RECIPES["resnet9-fast"]
     plain = baseline(recipe)

@@ -1,19 +1,11 @@
-"""The C++ loop baseline: compiled once per machine with the system compiler, loaded by ctypes.
-
-The shared library is cached under ~/.cache/pytest-hpml (or $HPML_CACHE_DIR), named by a hash
-of the source, the compiler and its flags, so a changed source or compiler rebuilds it. xdist
-workers may compile at the same time: each writes a private temporary file and renames it into
-place, which is atomic, so no worker ever loads a half-written library.
-"""
+"""The C++ loop baseline: compiled once per machine with the system compiler (cached, see
+build.py), loaded by ctypes."""
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from functools import cache
@@ -21,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from suites.vector_add.build import cached_build
 
 SOURCE = Path(__file__).with_name("cpu_loop.cpp")
 FLAGS = ("-O2", "-shared", "-fPIC", "-std=c++17")
@@ -40,44 +34,13 @@ def find_compiler() -> str | None:
     return None
 
 
-def cache_dir() -> Path:
-    root = os.environ.get("HPML_CACHE_DIR") or Path.home() / ".cache" / "pytest-hpml"
-    return Path(root) / "vector_add"
-
-
-def _compiler_version(compiler: str) -> str:
-    done = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60)
-    return done.stdout
-
-
 def build(compiler: str | None = None, out_dir: Path | None = None) -> Path:
     """Compile cpu_loop.cpp into a shared library (if not already cached) and return its path."""
     compiler = compiler or find_compiler()
     if compiler is None:
         raise CompilerNotFound("no C++ compiler found (tried $CXX, c++, g++, clang++): install "
                                "one (for example `apt-get install g++`) or set CXX")
-    out_dir = out_dir or cache_dir()
-    key = hashlib.sha256()
-    key.update(SOURCE.read_bytes())
-    key.update(_compiler_version(compiler).encode())
-    key.update(" ".join(FLAGS).encode())
-    lib = out_dir / f"cpu_loop-{key.hexdigest()[:16]}.so"
-    if lib.exists():
-        return lib
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
-    os.close(fd)
-    try:
-        done = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", tmp],
-                              capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise RuntimeError(f"compiling {SOURCE.name} with {compiler} failed "
-                               f"(exit {done.returncode}):\n{done.stderr}")
-        os.replace(tmp, lib)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return lib
+    return cached_build(SOURCE, compiler, FLAGS, out_dir)
 
 
 @cache

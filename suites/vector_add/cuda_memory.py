@@ -21,6 +21,7 @@ from functools import cache
 import torch
 
 from suites.vector_add.cpu_loop import float_view
+from suites.vector_add.sizes import FLOAT32_BYTES
 
 #: cudaMemAttachGlobal: the managed allocation is accessible from any stream on any device.
 CUDA_MEM_ATTACH_GLOBAL = 1
@@ -28,7 +29,6 @@ CUDA_MEM_ATTACH_GLOBAL = 1
 #: cached blocks and Triton's launches, so that the lab never oversubscribes (which for managed
 #: memory would silently turn into page thrashing instead of an error).
 MAX_FREE_FRACTION = 0.9
-FLOAT32_BYTES = 4
 
 
 class CudaError(RuntimeError):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from suites.vector_add.cpu_loop import malloc_arrays
-from suites.vector_add.experiment import fill_inputs, record_cpu_adds, require_cpp_loop
-from suites.vector_add.programs import elements
+from suites.vector_add.rows import fill_inputs, record_cpu_adds, require_cpp_loop
+from suites.vector_add.sizes import elements
 
 pytestmark = pytest.mark.vector_add
 

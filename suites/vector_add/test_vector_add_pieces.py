@@ -10,9 +10,8 @@ import pytest
 import torch
 
 from suites.vector_add import cpu_loop
-from suites.vector_add.experiment import GPU_SWEEP
 from suites.vector_add.kernel import CONFIGS, config, vector_add
-from suites.vector_add.programs import elements, stream_bytes
+from suites.vector_add.sizes import GPU_SWEEP, elements, stream_bytes
 
 pytestmark = pytest.mark.vector_add
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from suites.vector_add.experiment import NAN, SEED
 from suites.vector_add.kernel import CONFIGS, config, vector_add
-from suites.vector_add.programs import elements
+from suites.vector_add.rows import NAN, SEED
+from suites.vector_add.sizes import elements
 
 pytestmark = pytest.mark.vector_add
 

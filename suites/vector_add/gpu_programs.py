@@ -10,24 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from suites.vector_add.cuda_memory import FLOAT32_BYTES, cuda_floats
+from suites.vector_add.cuda_memory import cuda_floats
 from suites.vector_add.kernel import LaunchConfig, vector_add
-
-#: STREAM's count for c = a + b: two arrays read, one written, 4 bytes per float32.
-STREAM_ARRAYS = 3
-
-
-def stream_bytes(n_elements: int) -> int:
-    """Bytes a vector add must move, counted STREAM's way (no write-allocate traffic)."""
-    return STREAM_ARRAYS * FLOAT32_BYTES * n_elements
-
-
-def elements(k_million: float) -> int:
-    """Array length for K million elements (K may be fractional in the quick profile)."""
-    n = round(k_million * 1_000_000)
-    if n < 1:
-        raise ValueError(f"K = {k_million} million is less than one element: use K >= 1e-6")
-    return n
 
 
 def explicit_memory_program(x_host: torch.Tensor, y_host: torch.Tensor, out_host: torch.Tensor,

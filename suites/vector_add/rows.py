@@ -1,4 +1,5 @@
-"""Steps the lab's experiments share: inputs, the CPU sum, the CPU rows, % of the copy ceiling.
+"""The rows the lab's tables share: the inputs, the CPU rows (C++ loop, torch), % of the copy
+ceiling.
 
 The C++ loop is measured inside every experiment that needs it (for speedups) instead of being
 cached per session: under xdist the tests of one K may run in different processes.
@@ -13,12 +14,10 @@ import torch
 
 from pytest_hpml import Hpml, Recorder, Timing
 from suites.vector_add.cpu_loop import CompilerNotFound, cpu_vector_add, library
-from suites.vector_add.programs import stream_bytes
+from suites.vector_add.sizes import stream_bytes
 
 NAN = float("nan")
 SEED = 9143
-#: K (million elements) of the GPU experiments, per size profile.
-GPU_SWEEP = dict(quick=[0.01, 0.1, 1], full=[1, 5, 10, 50, 100])
 
 
 def torch_cpu_add(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:

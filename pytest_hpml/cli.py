@@ -1,0 +1,237 @@
+"""`python -m pytest_hpml`: the command line around saved runs. A tool, not part of a pytest
+run: it uses the stage packages (compare, report, machine) and never a hook module.
+
+    python -m pytest_hpml compare OLD NEW [--format terminal|markdown|csv]
+        The comparison --hpml-compare makes, of two JSON reports or baseline files (or a
+        pytest-benchmark run as OLD); exit status 1 when a metric regressed or went missing.
+    python -m pytest_hpml show FILE
+        What a baseline (or a report) holds: tests, metrics, runs kept, their spread, accepted
+        levels, machine and versions.
+    python -m pytest_hpml seed RUN [--baselines DIR] [--profile quick|full]
+        Seed this machine's baseline from a pytest-benchmark run (compare/seed.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, TextIO
+
+from pytest_hpml.compare import baselines, seed, verdicts
+from pytest_hpml.machine.fingerprint import SOFTWARE_KEYS, machine_key
+from pytest_hpml.report import files, tables
+from pytest_hpml.report.units import format_value
+from pytest_hpml.results import Record
+
+FORMATS = {"terminal": "simple", "markdown": "github"}
+
+
+class CliError(Exception):
+    """A file the command cannot use; the message names it and what to give instead."""
+
+
+def _document(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CliError(f"cannot read {path}: {exc}") from exc
+
+
+def _machine(document: dict[str, Any]) -> str:
+    facts = document.get("fingerprint")
+    return machine_key(facts) if isinstance(facts, dict) else "unknown machine"
+
+
+def read_any(path: Path) -> tuple[list[Record], str]:
+    """The records of a pytest-hpml report or baseline, or of a pytest-benchmark run (a file,
+    or its storage folder), and what the file is, in words."""
+    path = Path(path)
+    try:
+        if path.is_dir() or seed.is_pytest_benchmark(_document(path)):
+            records, source, _ = seed.read_run(path)
+            return records, source
+        document = _document(path)
+        kind = "baseline" if document.get("schema", "").startswith("pytest-hpml/baseline") \
+            else "report"
+        what = f"pytest-hpml {kind} ({_machine(document)}, profile {document.get('profile')})"
+        return verdicts.read_results(path), what
+    except (ValueError, baselines.BaselineError, AttributeError) as exc:
+        raise CliError(str(exc)) from exc
+
+
+# -- compare -------------------------------------------------------------------------------------
+
+def compare(old: Path, new: Path, fmt: str, tolerance: float, alpha: float,
+            out: TextIO) -> int:
+    before, before_what = read_any(old)
+    after, after_what = read_any(new)
+    for metric in (m for r in before for m in r.metrics if m.runs and not m.history):
+        # A report of a save, or of a confirmed comparison, holds the values of its fresh
+        # processes: they are the runs a baseline would have kept.
+        metric.history = [metric.value, *metric.runs]
+        if metric.relative is not None and metric.relative_runs and not metric.relative_history:
+            metric.relative_history = [metric.relative, *metric.relative_runs]
+    records = verdicts.compare_results(before, after, tolerance=tolerance, alpha=alpha)
+    failing = [line for r in records for line in verdicts.failures(r, tolerance)]
+    if fmt == "csv":
+        files.write_csv(out, records)
+        return 1 if failing else 0
+    bullet = "- " if fmt == "markdown" else ""
+    out.write(f"{bullet}old: {old}: {before_what}\n{bullet}new: {new}: {after_what}\n\n")
+    table = tables.comparison_table(records)
+    if table is None:
+        out.write("no measured metric to compare\n")
+        return 0
+    seeded = sorted({m.seeded_from for r in before for m in r.metrics if m.seeded_from})
+    table.notes += [verdicts.seeded_basis(source) for source in seeded]
+    out.write(tables.render([table], FORMATS[fmt]))
+    counts = Counter(m.verdict.outcome for r in records for m in r.metrics if m.verdict)
+    out.write("\n" + ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+              + "\n")
+    if failing:
+        heading = "## Failed the comparison" if fmt == "markdown" else "failed the comparison:"
+        out.write(f"\n{heading}\n" + "".join(f"{bullet or '  '}{line}\n" for line in failing))
+    return 1 if failing else 0
+
+
+# -- show ----------------------------------------------------------------------------------------
+
+def _spread(metric: dict[str, Any]) -> str:
+    """The spread of the stored runs (stdev of their logs, as a relative change)."""
+    if metric.get("seeded_from"):
+        return "unknown (seeded)"
+    runs = [v for v in metric.get("history") or [] if isinstance(v, (int, float)) and v > 0]
+    if len(runs) < 2:
+        return "unknown (1 run)"
+    return f"±{math.expm1(statistics.stdev(math.log(v) for v in runs)):.1%}"
+
+
+def _accepted(metric: dict[str, Any]) -> str:
+    """The levels a save accepted (issue 20's "accepted" list, oldest first)."""
+    unit = metric.get("unit", "")
+    levels = []
+    for level in metric.get("accepted") or []:
+        when = str(level.get("on", "?"))[:16].replace("T", " ")
+        levels.append(f"{when}: {format_value(level.get('before'), unit)} -> "
+                      f"{format_value(level.get('after'), unit)}")
+    return "; ".join(levels)
+
+
+def show(path: Path, out: TextIO) -> int:
+    path = Path(path)
+    document = _document(path) if path.is_file() else None
+    if document is None or seed.is_pytest_benchmark(document):
+        records, source = read_any(path)
+        raw = [r.to_dict() for r in records]
+        facts: dict[str, Any] = {}
+        out.write(f"{path}: {source}\n")
+    else:
+        if str(document.get("schema", "")).startswith("pytest-hpml/baseline"):
+            try:
+                loaded = baselines.load(path)  # checked as a comparison would check it
+            except baselines.BaselineError as exc:
+                raise CliError(str(exc)) from exc
+            raw, facts, kind = list(loaded.records.values()), loaded.fingerprint, "baseline"
+        elif isinstance(document.get("records"), list):
+            raw, facts, kind = document["records"], document.get("fingerprint") or {}, "report"
+        else:
+            raise CliError(f"{path} is neither a pytest-hpml report or baseline nor a "
+                           "pytest-benchmark run")
+        out.write(f"{path}: pytest-hpml {kind}, profile {document.get('profile')}\n")
+    if facts:
+        gpu = f"{facts['gpu']} x{facts.get('gpu_count') or 1}" if facts.get("gpu") else "no GPU"
+        out.write(f"machine: {machine_key(facts)} ({facts.get('cpu')}, "
+                  f"{facts.get('cpu_cores')} cores; {gpu})\n")
+        out.write("versions: " + ", ".join(f"{k} {facts.get(k)}" for k in SOFTWARE_KEYS
+                                           if facts.get(k)) + "\n")
+    rows = []
+    for record in raw:
+        for m in record.get("metrics", []):
+            kind = m.get("kind", "measured")
+            rows.append([record["id"], m["name"] if kind == "measured" else f"{m['name']} "
+                         f"({kind})", format_value(m.get("value"), m.get("unit", ""), m.get("iqr")),
+                         len(m.get("history") or [m.get("value")]) if kind == "measured" else "",
+                         _spread(m) if kind == "measured" else "", _accepted(m)])
+    out.write(f"{len(raw)} test(s), {len(rows)} metric(s)\n\n")
+    notes = sorted({verdicts.seeded_basis(m["seeded_from"]) for r in raw
+                    for m in r.get("metrics", []) if m.get("seeded_from")})
+    table = tables.Table("", ["test", "metric", "value", "runs kept", "between-run spread",
+                              "accepted levels"], rows, notes)
+    out.write(tables.render([table]).lstrip("\n"))
+    return 0
+
+
+# -- seed ----------------------------------------------------------------------------------------
+
+def seed_baseline(run: Path, directory: Path, profile: str | None, out: TextIO) -> int:
+    from pytest_hpml.machine.fingerprint import fingerprint
+    from pytest_hpml.machine.gpus import visible_gpu_count
+
+    # The profile a plain pytest run on this machine gets: full with a GPU, quick without.
+    profile = profile or ("full" if visible_gpu_count() > 0 else "quick")
+    try:
+        done = seed.seed(run, directory, fingerprint(), profile)
+    except (ValueError, baselines.BaselineError) as exc:
+        raise CliError(str(exc)) from exc
+    out.write(f"seeded {len(done.seeded)} test(s) into {done.path} from {done.source}\n")
+    if done.kept:
+        out.write(f"kept {len(done.kept)} test(s) the baseline already held (pytest-hpml's own "
+                  "runs are never replaced by a seed)\n")
+    for line in done.left_out:
+        out.write(f"left out: {line}\n")
+    if done.seeded:
+        out.write("Their between-run spread is unknown until pytest-hpml has saved its own runs: "
+                  "the next pytest --hpml-save-baseline replaces the seeded values.\n")
+    return 0
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+def parser() -> argparse.ArgumentParser:
+    main = argparse.ArgumentParser(prog="python -m pytest_hpml", description=(
+        "pytest-hpml's command line around saved runs: compare two of them, show one, seed a "
+        "baseline from pytest-benchmark"))
+    commands = main.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    cmp = commands.add_parser("compare", help="compare NEW with OLD (reports, baselines, or a "
+                              "pytest-benchmark run as OLD); exit status 1 on a regression")
+    cmp.add_argument("old", type=Path, metavar="OLD")
+    cmp.add_argument("new", type=Path, metavar="NEW")
+    cmp.add_argument("--format", choices=("terminal", "markdown", "csv"), default="terminal")
+    cmp.add_argument("--tolerance", type=float, default=verdicts.DEFAULT_TOLERANCE,
+                     metavar="FRACTION", help="relative change still counted as unchanged "
+                     f"({verdicts.DEFAULT_TOLERANCE})")
+    cmp.add_argument("--alpha", type=float, default=verdicts.DEFAULT_ALPHA, metavar="P",
+                     help=f"significance level of a verdict ({verdicts.DEFAULT_ALPHA})")
+    shw = commands.add_parser("show", help="what a baseline or report holds")
+    shw.add_argument("file", type=Path, metavar="FILE")
+    sd = commands.add_parser("seed", help="seed this machine's baseline from a pytest-benchmark "
+                             "run (.benchmarks/<machine>/NNNN_*.json, --benchmark-json's file, "
+                             "or the .benchmarks folder: its newest run)")
+    sd.add_argument("run", type=Path, metavar="RUN")
+    sd.add_argument("--baselines", type=Path, default=Path("baselines"), metavar="DIR",
+                    help="the folder of baseline files (baselines, as pytest's default)")
+    sd.add_argument("--profile", choices=("quick", "full"), default=None,
+                    help="the size profile of the runs to compare with (default: full with a "
+                         "GPU, quick without, as pytest's)")
+    return main
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    args = parser().parse_args(argv)
+    out = out or sys.stdout
+    try:
+        if args.command == "compare":
+            if not (0 <= args.tolerance < 10 and 0 < args.alpha < 1):
+                raise CliError("--tolerance takes a fraction such as 0.1, --alpha one in (0, 1)")
+            return compare(args.old, args.new, args.format, args.tolerance, args.alpha, out)
+        if args.command == "show":
+            return show(args.file, out)
+        return seed_baseline(args.run, args.baselines, args.profile, out)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

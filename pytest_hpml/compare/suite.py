@@ -1,0 +1,85 @@
+"""Rows a baseline holds that this run did not make: nothing that was measured before may
+disappear from a comparison without a word.
+
+Each stored row knows the node id of the test that made it. Against what a run collected and
+ran, a stored row is
+- vanished: its test ran and did not make it (an early return, a branch, a row no longer
+  recorded): missing, and the test fails the comparison;
+- dropped by a sweep: its test function is still collected but not with these parameters (a
+  value left the sweep list): missing, and the run fails the comparison;
+- not in this suite: its test function (or its whole file) is gone: said once; a save drops
+  it only with --hpml-prune-baseline;
+- out of scope: its file was not selected (paths given on the command line): not judged.
+A run narrowed by -k, -m, --deselect or --lf judges only the rows of the tests it ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def test_function(nodeid: str) -> str:
+    """'tests/test_a.py::test_f' of 'tests/test_a.py::test_f[3-cpu]'."""
+    return nodeid.split("[", 1)[0]
+
+
+def test_file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+@dataclass
+class Gone:
+    """The stored rows this run did not make, by what became of their tests."""
+
+    vanished: list[str] = field(default_factory=list)
+    dropped_by_sweep: list[str] = field(default_factory=list)
+    not_in_suite: list[str] = field(default_factory=list)
+
+    @property
+    def missing(self) -> list[str]:
+        """Rows that fail a comparison: their test, or its function, still runs."""
+        return self.vanished + self.dropped_by_sweep
+
+    @property
+    def all(self) -> list[str]:
+        return self.vanished + self.dropped_by_sweep + self.not_in_suite
+
+
+def rows_of_test(stored: dict[str, dict[str, Any]], nodeid: str) -> list[str]:
+    """The ids of the stored rows that `nodeid` made."""
+    return sorted(rid for rid, data in stored.items() if data.get("test") == nodeid)
+
+
+def gone_rows(stored: dict[str, dict[str, Any]], collected: Iterable[str], ran: Iterable[str],
+              produced: Iterable[str], file_exists: Callable[[str], bool],
+              complete: bool) -> Gone:
+    """Classify the stored rows (id -> stored record) this run did not make. `collected` and
+    `ran` are node ids, `produced` row ids; `complete` is False for a run narrowed by -k, -m,
+    --deselect or --lf, where only the tests that ran are judged."""
+    collected, ran, produced = set(collected), set(ran), set(produced)
+    functions = {test_function(n) for n in collected}
+    files = {test_file(n) for n in collected}
+    gone = Gone()
+    for rid, data in sorted(stored.items()):
+        test = data.get("test")
+        if not test or rid in produced:
+            continue  # rows of old baselines (no test recorded), and rows this run made
+        if test in ran:
+            gone.vanished.append(rid)
+        elif not complete or test in collected:
+            continue  # deselected, or collected and not run (skipped, stopped by -x)
+        elif test_function(test) in functions:
+            gone.dropped_by_sweep.append(rid)
+        elif test_file(test) in files or not file_exists(test_file(test)):
+            gone.not_in_suite.append(rid)
+    return gone
+
+
+def selection_complete(option: Any, deselected: int) -> bool:
+    """Whether the run selected every test of the paths it collected (no -k, -m, --deselect,
+    --lf, and nothing deselected by another plugin)."""
+    return not (getattr(option, "keyword", "") or getattr(option, "markexpr", "")
+                or getattr(option, "deselect", None) or getattr(option, "lf", False)
+                or deselected)
