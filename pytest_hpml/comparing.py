@@ -15,11 +15,11 @@ import pytest
 
 from pytest_hpml.compare import baselines, confirm, suite, verdicts
 from pytest_hpml.machine.fingerprint import fingerprint, machine_key, software_changes
-from pytest_hpml.policy import marker_options, positive
-from pytest_hpml.report.files import Output
+from pytest_hpml.policy import marker_options, non_negative, path_option, positive, significance
+from pytest_hpml.report.files import Output, writable_problem
 from pytest_hpml.results import Record
 from pytest_hpml.selection import profile_of
-from pytest_hpml.session import HpmlRun, add_option, is_controller, run_of
+from pytest_hpml.session import OUTER_RUN_ONLY, HpmlRun, add_option, is_controller, run_of
 
 
 class Comparison:
@@ -46,6 +46,11 @@ class Comparison:
         self.ran: set[str] = set()
         self.deselected = 0
         self.pruned: frozenset[str] = frozenset()
+        # Fresh processes that failed (a rerun that fails its own checks confirms nothing),
+        # "nodeid: what happened": those of the test being judged, carried on its report, and
+        # all of the run's, gathered by the controller and said once at the end.
+        self.new_rerun_failures: list[str] = []
+        self.rerun_failures: list[str] = []
 
     # The machine's identity asks torch about GPUs: only runs that compare or save pay for it.
     @property
@@ -61,11 +66,18 @@ class Comparison:
         return baselines.baseline_path(self.directory, self.machine, self.profile)
 
     def open(self) -> None:
-        """Check the folder and read the file; raises pytest.UsageError naming what is wrong."""
+        """Check the folder and read the file before any test runs; raises pytest.UsageError
+        naming what is wrong (a save that cannot happen is said now, not after the tests)."""
         if self.directory.exists() and not self.directory.is_dir():
             raise pytest.UsageError(f"--hpml-baselines={self.directory} is a file; the option "
                                     "takes a folder (baseline files are named by machine and "
                                     "profile inside it)")
+        if self.save:
+            problem = writable_problem(self.directory, folder=True) or (
+                writable_problem(self.path) if self.directory.is_dir() else None)
+            if problem:
+                raise pytest.UsageError(f"--hpml-save-baseline: cannot save in "
+                                        f"--hpml-baselines={self.directory}: {problem}")
         try:
             found = baselines.load(self.path)
         except baselines.BaselineError as exc:
@@ -77,9 +89,14 @@ class Comparison:
                     f"{self.profile!r} at {self.path}; every metric is 'new'. Record one "
                     "with --hpml-save-baseline.")
         elif machine_key(found.fingerprint) != self.machine:
-            self.run.say_once(f"--hpml-compare: {found.path} was recorded on "
-                              f"{machine_key(found.fingerprint)!r}, not on this machine "
-                              f"({self.machine!r}): not compared.")
+            elsewhere = (f"{found.path} was recorded on {machine_key(found.fingerprint)!r}, "
+                         f"not on this machine ({self.machine!r})")
+            if self.save:
+                raise pytest.UsageError(
+                    f"--hpml-save-baseline: {elsewhere}; a save never overwrites another "
+                    "machine's baseline. Move the file away, or point --hpml-baselines at "
+                    "another folder.")
+            self.run.say_once(f"--hpml-compare: {elsewhere}: not compared.")
             found = None
         else:
             changes = software_changes(found.fingerprint, fingerprint())
@@ -112,7 +129,8 @@ class Comparison:
                       why: str) -> None:
         """Run the test in `processes` fresh processes and give each measured metric its
         values from them (Metric.runs)."""
-        reruns, problems = confirm.rerun(item, self.profile, processes)
+        reruns, problems = confirm.rerun(item, self.profile, processes, OUTER_RUN_ONLY)
+        self.new_rerun_failures += [f"{item.nodeid}: {p}" for p in problems]
         for record in records:
             measured = confirm.metrics_by_name(reruns, record.id)
             for m in record.metrics:
@@ -192,6 +210,7 @@ class Comparison:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
             self.ran.add(report.nodeid)
+            self.rerun_failures += getattr(report, "hpml_rerun_failures", None) or []
 
     def finish(self, session: pytest.Session) -> None:
         """At the end of the run (controller): rows the baseline holds of tests that are gone
@@ -234,7 +253,8 @@ class Comparison:
         passed = [r for r in records if r.id not in self.run.failed_ids]
         if len(passed) < len(records):
             self.run.say_once(f"--hpml-save-baseline: {len(records) - len(passed)} row(s) of "
-                              "failed tests not saved; their previous baseline entries are kept.")
+                              "tests that did not pass (failed, xfail, or an error in teardown) "
+                              "not saved; their previous baseline entries are kept.")
         if not passed:
             return []
         policy = baselines.MergePolicy(
@@ -254,7 +274,7 @@ class Comparison:
             self.run.say_once(f"--hpml-save-baseline: {len(saved.skipped)} metric(s) are not "
                               "finite numbers and were not saved: " + "; ".join(saved.skipped[:5])
                               + (" ..." if len(saved.skipped) > 5 else ""))
-        return [saved.path]
+        return [self.path]  # a symlink is shown with the file it links to
 
 
 def _some(items: list[str], shown: int = 5) -> str:
@@ -285,46 +305,51 @@ def fraction(text: str) -> float:
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_option(parser, "--hpml-compare", action="store_true",
+    # The comparison and the save are the outer run's (rerun=False): a rerun only measures.
+    add_option(parser, "--hpml-compare", action="store_true", rerun=False,
                help="compare with this machine's baseline; fail tests whose metrics regressed")
-    add_option(parser, "--hpml-save-baseline", action="store_true",
+    add_option(parser, "--hpml-save-baseline", action="store_true", rerun=False,
                help="merge this run's results into this machine's baseline file")
-    add_option(parser, "--hpml-baselines", pin=True, path=True, metavar="DIR",
+    add_option(parser, "--hpml-baselines", pin=True, path=True, rerun=False, type=path_option,
+               metavar="DIR",
                help="folder of baseline files (default: <rootdir>/baselines)")
-    add_option(parser, "--hpml-baseline-runs", pin=True, type=positive(int),
+    add_option(parser, "--hpml-baseline-runs", pin=True, rerun=False, type=positive(int),
                default=baselines.DEFAULT_KEEP, metavar="N",
                help="runs of history a baseline keeps per metric, so the run-to-run spread is "
                     f"known ({baselines.DEFAULT_KEEP})")
-    add_option(parser, "--hpml-baseline-processes", pin=True, type=positive(int),
+    add_option(parser, "--hpml-baseline-processes", pin=True, rerun=False, type=positive(int),
                default=DEFAULT_BASELINE_PROCESSES, metavar="N",
                help="processes a save measures each test in (the run's own and N-1 fresh "
                     "ones), so the first baseline already knows the spread between "
                     f"processes ({DEFAULT_BASELINE_PROCESSES}; 1: the run alone)")
-    add_option(parser, "--hpml-prune-baseline", action="store_true",
+    add_option(parser, "--hpml-prune-baseline", action="store_true", rerun=False,
                help="with --hpml-save-baseline: drop the rows of tests that are gone from the "
                     "suite (or no longer make them); without it they are kept, and said")
-    add_option(parser, "--hpml-reset-baseline", action="store_true",
+    add_option(parser, "--hpml-reset-baseline", action="store_true", rerun=False,
                help="with --hpml-save-baseline: restart the history of the saved rows "
                     "instead of appending to it (after a hardware or driver change)")
-    add_option(parser, "--hpml-tolerance", pin=True, type=fraction,
+    add_option(parser, "--hpml-tolerance", pin=True, rerun=False, type=fraction,
                default=verdicts.DEFAULT_TOLERANCE, metavar="FRACTION",
                help="default relative change before a metric counts as changed "
                     f"({verdicts.DEFAULT_TOLERANCE})")
-    add_option(parser, "--hpml-alpha", pin=True, type=fraction, default=verdicts.DEFAULT_ALPHA,
-               metavar="P",
+    add_option(parser, "--hpml-alpha", pin=True, rerun=False, type=significance,
+               default=verdicts.DEFAULT_ALPHA, metavar="P",
                help="significance level of a verdict: a change must be this unlikely under "
                     f"the noise this machine has shown ({verdicts.DEFAULT_ALPHA})")
-    add_option(parser, "--hpml-confirm", pin=True, type=int, default=DEFAULT_CONFIRMATIONS,
-               metavar="N",
+    add_option(parser, "--hpml-confirm", pin=True, rerun=False, type=non_negative(int),
+               default=DEFAULT_CONFIRMATIONS, metavar="N",
                help="fresh processes that measure a suspected regression again before it "
                     f"fails the test ({DEFAULT_CONFIRMATIONS}; 0: decide from the run alone)")
-    add_option(parser, "--hpml-require-baseline", pin=True, action="store_true",
+    add_option(parser, "--hpml-require-baseline", pin=True, rerun=False, action="store_true",
                help="with --hpml-compare: stop before the tests when this machine and profile "
                     "have no baseline (CI: a missing baseline must not pass as all 'new')")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     comparison = config.stash[COMPARISON_KEY] = Comparison(config, run_of(config))
+    if comparison.reset and not comparison.save:
+        raise pytest.UsageError("--hpml-reset-baseline restarts the history of the rows a save "
+                                "stores: add --hpml-save-baseline (or leave the option out)")
     if (comparison.compare and comparison.confirm) or (comparison.save
                                                        and comparison.processes > 1):
         confirm.start_forkserver_in_background()
@@ -339,10 +364,14 @@ def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
                       records: list[Record]) -> None:
     comparison = item.config.stash[COMPARISON_KEY]
     failing = []
+    comparison.new_rerun_failures = []
     if comparison.compare:
         failing = comparison.judge(item, records, may_confirm=report.passed)
     if comparison.save and report.passed and not failing:
         comparison.widen_history(item, records)
+    if comparison.new_rerun_failures:
+        # Carried to the controller on the report (an xdist worker's own list is never read).
+        report.hpml_rerun_failures = comparison.new_rerun_failures
     if failing and report.passed:
         report.outcome = "failed"
         report.longrepr = "hpml: failed the comparison with the baseline:\n  " + "\n  ".join(
@@ -360,3 +389,8 @@ def pytest_hpml_finish(session: pytest.Session) -> None:
     comparison = session.config.stash[COMPARISON_KEY]
     if comparison.compare or comparison.save:
         comparison.finish(session)
+    failures = comparison.rerun_failures
+    if failures:
+        comparison.run.say_once(
+            f"{len(failures)} fresh process(es) failed, so they confirmed nothing (verdicts and "
+            f"saves rest on the processes that worked); the first: {failures[0]}")
