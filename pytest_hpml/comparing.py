@@ -7,19 +7,19 @@ damaged file stops the run at once, naming the file, instead of after hours of G
 
 from __future__ import annotations
 
-import argparse
 import datetime
 from pathlib import Path
 
 import pytest
 
+from pytest_hpml import policy
 from pytest_hpml.compare import baselines, confirm, noise, suite, verdicts
 from pytest_hpml.machine.fingerprint import fingerprint, machine_key, software_changes
-from pytest_hpml.policy import marker_options, positive
-from pytest_hpml.report.files import Output
+from pytest_hpml.policy import marker_options, non_negative, path_option, positive, significance
+from pytest_hpml.report.files import Output, writable_problem
 from pytest_hpml.results import Record
 from pytest_hpml.selection import profile_of
-from pytest_hpml.session import HpmlRun, add_option, is_controller, run_of
+from pytest_hpml.session import OUTER_RUN_ONLY, HpmlRun, add_option, is_controller, run_of
 
 
 class Comparison:
@@ -37,8 +37,7 @@ class Comparison:
         self.processes: int = opt.hpml_baseline_processes
         self.tolerance: float = opt.hpml_tolerance
         self.alpha: float = opt.hpml_alpha
-        self.drift: float = opt.hpml_drift
-        self.max_detectable: float | None = opt.hpml_max_detectable or None
+        self.judging = {"drift": opt.hpml_drift, "max_detectable": opt.hpml_max_detectable or None}
         self.require: bool = opt.hpml_require_baseline
         self.prune: bool = opt.hpml_prune_baseline
         self.directory = Path(opt.hpml_baselines or Path(config.rootpath, "baselines"))
@@ -48,6 +47,11 @@ class Comparison:
         self.ran: set[str] = set()
         self.deselected = 0
         self.pruned: frozenset[str] = frozenset()
+        # Fresh processes that failed (a rerun that fails its own checks confirms nothing),
+        # "nodeid: what happened": those of the test being judged, carried on its report, and
+        # all of the run's, gathered by the controller and said once at the end.
+        self.new_rerun_failures: list[str] = []
+        self.rerun_failures: list[str] = []
 
     # The machine's identity asks torch about GPUs: only runs that compare or save pay for it.
     @property
@@ -63,11 +67,18 @@ class Comparison:
         return baselines.baseline_path(self.directory, self.machine, self.profile)
 
     def open(self) -> None:
-        """Check the folder and read the file; raises pytest.UsageError naming what is wrong."""
+        """Check the folder and read the file before any test runs; raises pytest.UsageError
+        naming what is wrong (a save that cannot happen is said now, not after the tests)."""
         if self.directory.exists() and not self.directory.is_dir():
             raise pytest.UsageError(f"--hpml-baselines={self.directory} is a file; the option "
                                     "takes a folder (baseline files are named by machine and "
                                     "profile inside it)")
+        if self.save:
+            problem = writable_problem(self.directory, folder=True) or (
+                writable_problem(self.path) if self.directory.is_dir() else None)
+            if problem:
+                raise pytest.UsageError(f"--hpml-save-baseline: cannot save in "
+                                        f"--hpml-baselines={self.directory}: {problem}")
         try:
             found = baselines.load(self.path)
         except baselines.BaselineError as exc:
@@ -79,9 +90,14 @@ class Comparison:
                     f"{self.profile!r} at {self.path}; every metric is 'new'. Record one "
                     "with --hpml-save-baseline.")
         elif machine_key(found.fingerprint) != self.machine:
-            self.run.say_once(f"--hpml-compare: {found.path} was recorded on "
-                              f"{machine_key(found.fingerprint)!r}, not on this machine "
-                              f"({self.machine!r}): not compared.")
+            elsewhere = (f"{found.path} was recorded on {machine_key(found.fingerprint)!r}, "
+                         f"not on this machine ({self.machine!r})")
+            if self.save:
+                raise pytest.UsageError(
+                    f"--hpml-save-baseline: {elsewhere}; a save never overwrites another "
+                    "machine's baseline. Move the file away, or point --hpml-baselines at "
+                    "another folder.")
+            self.run.say_once(f"--hpml-compare: {elsewhere}: not compared.")
             found = None
         else:
             changes = software_changes(found.fingerprint, fingerprint())
@@ -108,14 +124,14 @@ class Comparison:
         old = self.baseline.metrics_for(record.id) if self.baseline else {}
         record.metrics = [m for m in record.metrics if verdicts.outcome(m) != "missing"]
         record.metrics.extend(verdicts.compare_record(record, old, self.tolerance, self.alpha,
-                                                      can_confirm, drift=self.drift,
-                                                      max_detectable=self.max_detectable))
+                                                      can_confirm, **self.judging))
 
     def measure_again(self, item: pytest.Item, records: list[Record], processes: int,
                       why: str) -> None:
         """Run the test in `processes` fresh processes and give each measured metric its
         values from them (Metric.runs)."""
-        reruns, problems = confirm.rerun(item, self.profile, processes)
+        reruns, problems = confirm.rerun(item, self.profile, processes, OUTER_RUN_ONLY)
+        self.new_rerun_failures += [f"{item.nodeid}: {p}" for p in problems]
         for record in records:
             measured = confirm.metrics_by_name(reruns, record.id)
             for m in record.metrics:
@@ -195,6 +211,7 @@ class Comparison:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
             self.ran.add(report.nodeid)
+            self.rerun_failures += getattr(report, "hpml_rerun_failures", None) or []
 
     def finish(self, session: pytest.Session) -> None:
         """At the end of the run (controller): blind spots are said; rows the baseline holds of
@@ -240,13 +257,14 @@ class Comparison:
         passed = [r for r in records if r.id not in self.run.failed_ids]
         if len(passed) < len(records):
             self.run.say_once(f"--hpml-save-baseline: {len(records) - len(passed)} row(s) of "
-                              "failed tests not saved; their previous baseline entries are kept.")
+                              "tests that did not pass (failed, xfail, or an error in teardown) "
+                              "not saved; their previous baseline entries are kept.")
         if not passed:
             return []
         policy = baselines.MergePolicy(
             keep=self.keep, reset=self.reset, prune=self.pruned,
             judge=lambda new, old: verdicts.compare_metric(new, old, self.tolerance, self.alpha,
-                                                           drift=self.drift),
+                                                           drift=self.judging["drift"]),
             when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
         saved = baselines.save(self.path, fingerprint(), self.profile, passed, policy)
         if saved.levels:
@@ -261,7 +279,7 @@ class Comparison:
             self.run.say_once(f"--hpml-save-baseline: {len(saved.skipped)} metric(s) are not "
                               "finite numbers and were not saved: " + "; ".join(saved.skipped[:5])
                               + (" ..." if len(saved.skipped) > 5 else ""))
-        return [saved.path]
+        return [self.path]  # a symlink is shown with the file it links to
 
 
 def _some(items: list[str], shown: int = 5) -> str:
@@ -277,72 +295,65 @@ DEFAULT_CONFIRMATIONS = 2
 DEFAULT_BASELINE_PROCESSES = 3
 
 
-def fraction(text: str) -> float:
-    """An argparse type: a fraction in [0, 10), with a message that says so."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number; give a fraction such as 0.1 for 10 %") from None
-    if not 0 <= value < 10:
-        raise argparse.ArgumentTypeError(f"{text!r} is out of range; give a fraction such as 0.1")
-    return value
-
-
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_option(parser, "--hpml-compare", action="store_true",
+    # The comparison and the save are the outer run's (rerun=False): a rerun only measures.
+    add_option(parser, "--hpml-compare", action="store_true", rerun=False,
                help="compare with this machine's baseline; fail tests whose metrics regressed")
-    add_option(parser, "--hpml-save-baseline", action="store_true",
+    add_option(parser, "--hpml-save-baseline", action="store_true", rerun=False,
                help="merge this run's results into this machine's baseline file")
-    add_option(parser, "--hpml-baselines", pin=True, path=True, metavar="DIR",
+    add_option(parser, "--hpml-baselines", pin=True, path=True, rerun=False, type=path_option,
+               metavar="DIR",
                help="folder of baseline files (default: <rootdir>/baselines)")
-    add_option(parser, "--hpml-baseline-runs", pin=True, type=positive(int),
+    add_option(parser, "--hpml-baseline-runs", pin=True, rerun=False, type=positive(int),
                default=baselines.DEFAULT_KEEP, metavar="N",
                help="runs of history a baseline keeps per metric, so the run-to-run spread is "
                     f"known ({baselines.DEFAULT_KEEP})")
-    add_option(parser, "--hpml-baseline-processes", pin=True, type=positive(int),
+    add_option(parser, "--hpml-baseline-processes", pin=True, rerun=False, type=positive(int),
                default=DEFAULT_BASELINE_PROCESSES, metavar="N",
                help="processes a save measures each test in (the run's own and N-1 fresh "
                     "ones), so the first baseline already knows the spread between "
                     f"processes ({DEFAULT_BASELINE_PROCESSES}; 1: the run alone)")
-    add_option(parser, "--hpml-prune-baseline", action="store_true",
+    add_option(parser, "--hpml-prune-baseline", action="store_true", rerun=False,
                help="with --hpml-save-baseline: drop the rows of tests that are gone from the "
                     "suite (or no longer make them); without it they are kept, and said")
-    add_option(parser, "--hpml-reset-baseline", action="store_true",
+    add_option(parser, "--hpml-reset-baseline", action="store_true", rerun=False,
                help="with --hpml-save-baseline: restart the history of the saved rows "
                     "instead of appending to it (after a hardware or driver change)")
-    add_option(parser, "--hpml-tolerance", pin=True, type=fraction,
+    add_option(parser, "--hpml-tolerance", pin=True, rerun=False, type=policy.fraction,
                default=verdicts.DEFAULT_TOLERANCE, metavar="FRACTION",
                help="default relative change before a metric counts as changed "
                     f"({verdicts.DEFAULT_TOLERANCE})")
-    add_option(parser, "--hpml-alpha", pin=True, type=fraction, default=verdicts.DEFAULT_ALPHA,
-               metavar="P",
+    add_option(parser, "--hpml-alpha", pin=True, rerun=False, type=significance,
+               default=verdicts.DEFAULT_ALPHA, metavar="P",
                help="significance level of a verdict: a change must be this unlikely under "
                     f"the noise this machine has shown ({verdicts.DEFAULT_ALPHA})")
-    add_option(parser, "--hpml-drift", pin=True, type=fraction, default=noise.DEFAULT_DRIFT,
-               metavar="FRACTION",
+    add_option(parser, "--hpml-drift", pin=True, rerun=False, type=policy.fraction,
+               default=noise.DEFAULT_DRIFT, metavar="FRACTION",
                help="drift of a time or a rate between occasions (the machine's speed an hour "
                     "later) assumed until a metric's baseline holds saves from "
                     f"{noise.DRIFT_MIN_SAVES} occasions, from which it is learned "
                     f"({noise.DEFAULT_DRIFT}; 0: none)")
-    add_option(parser, "--hpml-max-detectable", pin=True, type=fraction,
+    add_option(parser, "--hpml-max-detectable", pin=True, rerun=False, type=policy.fraction,
                default=verdicts.DEFAULT_MAX_DETECTABLE, metavar="FRACTION",
                help="a metric whose detectable change exceeds this is a blind spot, said in "
                     "the summary and the report with what would narrow it "
                     f"({verdicts.DEFAULT_MAX_DETECTABLE}; 0: never said)")
-    add_option(parser, "--hpml-confirm", pin=True, type=int, default=DEFAULT_CONFIRMATIONS,
-               metavar="N",
+    add_option(parser, "--hpml-confirm", pin=True, rerun=False, type=non_negative(int),
+               default=DEFAULT_CONFIRMATIONS, metavar="N",
                help="fresh processes that measure a suspected regression again before it "
                     f"fails the test ({DEFAULT_CONFIRMATIONS}; 0: decide from the run alone)")
-    add_option(parser, "--hpml-require-baseline", pin=True, action="store_true",
+    add_option(parser, "--hpml-require-baseline", pin=True, rerun=False, action="store_true",
                help="with --hpml-compare: stop before the tests when this machine and profile "
                     "have no baseline (CI: a missing baseline must not pass as all 'new')")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     comparison = config.stash[COMPARISON_KEY] = Comparison(config, run_of(config))
+    if comparison.reset and not comparison.save:
+        raise pytest.UsageError("--hpml-reset-baseline restarts the history of the rows a save "
+                                "stores: add --hpml-save-baseline (or leave the option out)")
     if (comparison.compare and comparison.confirm) or (comparison.save
                                                        and comparison.processes > 1):
         confirm.start_forkserver_in_background()
@@ -357,10 +368,14 @@ def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
                       records: list[Record]) -> None:
     comparison = item.config.stash[COMPARISON_KEY]
     failing = []
+    comparison.new_rerun_failures = []
     if comparison.compare:
         failing = comparison.judge(item, records, may_confirm=report.passed)
     if comparison.save and report.passed and not failing:
         comparison.widen_history(item, records)
+    if comparison.new_rerun_failures:
+        # Carried to the controller on the report (an xdist worker's own list is never read).
+        report.hpml_rerun_failures = comparison.new_rerun_failures
     if failing and report.passed:
         report.outcome = "failed"
         report.longrepr = "hpml: failed the comparison with the baseline:\n  " + "\n  ".join(
@@ -378,3 +393,8 @@ def pytest_hpml_finish(session: pytest.Session) -> None:
     comparison = session.config.stash[COMPARISON_KEY]
     if comparison.compare or comparison.save:
         comparison.finish(session)
+    failures = comparison.rerun_failures
+    if failures:
+        comparison.run.say_once(
+            f"{len(failures)} fresh process(es) failed, so they confirmed nothing (verdicts and "
+            f"saves rest on the processes that worked); the first: {failures[0]}")

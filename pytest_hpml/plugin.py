@@ -6,6 +6,7 @@ import pytest
 
 pytest_plugins = [
     "pytest_hpml.session",  # the run's shared state: first, the others read it
+    "pytest_hpml.termination",  # SIGTERM and SIGHUP stop the run as Ctrl-C does
     "pytest_hpml.environment",  # malloc thresholds, intra-op threads: before torch starts
     "pytest_hpml.selection",  # size profile, sweeps, the device parameter, precisions
     "pytest_hpml.devices",  # GPU discovery, xdist pinning, Triton's interpreter, gpu skips

@@ -10,6 +10,7 @@ A malformed marker is a usage error at collection that names the test and says w
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
@@ -77,17 +78,69 @@ def plain_run(config: pytest.Config) -> bool:
     return bool(config.option.hpml_disable)
 
 
+def _number(kind: type, text: str) -> Any:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
+    if not math.isfinite(value):
+        # An infinite time cap never ends a timing; nan compares false with every bound.
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
 def positive(kind: type) -> Callable[[str], Any]:
-    """An argparse type: a number of `kind` > 0, with a message that says so."""
+    """An argparse type: a finite number of `kind` > 0, with a message that says so."""
     def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
+        value = _number(kind, text)
         if not value > 0:
             raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
         return value
     return parse
+
+
+def non_negative(kind: type) -> Callable[[str], Any]:
+    """An argparse type: a finite number of `kind` >= 0 (a count: 0 turns the thing off)."""
+    def parse(text: str) -> Any:
+        value = _number(kind, text)
+        if not value >= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be >= 0 (0: none)")
+        return value
+    return parse
+
+
+def fraction(text: str) -> float:
+    """An argparse type: a fraction in [0, 10), with a message that says so."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number; give a fraction such as 0.1 for 10 %") from None
+    if not 0 <= value < 10:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range; give a fraction such as 0.1")
+    return value
+
+
+def significance(text: str) -> float:
+    """An argparse type: a significance level, a probability strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan  # said below, with the range
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the significance level is a probability between 0 and 1 (exclusive); "
+            f"typical values are 0.01 (the default) and 0.05")
+    return value
+
+
+def path_option(text: str) -> str:
+    """An argparse type: a path that is not empty (an empty one would silently mean the
+    default, or nothing)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; give a file or folder name, or leave "
+                                         "the option out")
+    return text
 
 
 # -- pytest hooks -------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import pytest
 from pytest_hpml.measure.clocks import ClockKind, clock_for
 from pytest_hpml.measure.stats import summarize
 from pytest_hpml.measure.timing import Timing, TimingConfig, measure
-from pytest_hpml.results import Better, Metric, Record
+from pytest_hpml.results import Better, Metric, Record, check_name
 
 if TYPE_CHECKING:
     from pytest_hpml.machine.kernels import KernelResources
@@ -140,6 +140,8 @@ class Recorder:
         is judged with its evidence: per-sample values scale with the time (lower is better)
         or with its inverse (higher is better), and its verdict follows the timing's.
         """
+        __tracebackhide__ = True  # a metric it refuses is the test's mistake, not the plugin's
+        check_name(name)  # before anything else is said about a metric without a name
         better = direction(name, unit, better)
         if tolerance is None:
             tolerance = self.context.tolerance

@@ -66,7 +66,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Gener
         fixture = fixture_of(item)
         # Every test is judged, one that made no records too: the baseline may hold rows of
         # it that it no longer makes.
-        records = fixture.records() if fixture is not None else []
+        records = _readable(fixture.records(), report) if fixture is not None else []
         item.ihook.pytest_hpml_judge(item=item, report=report, records=records)
         if records:
             # Judged before they are serialized: the verdicts travel with the records.
@@ -74,20 +74,45 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Gener
     return report
 
 
+def _readable(records: list[Record], report: pytest.TestReport) -> list[Record]:
+    """The records as the controller will read them back. A metric changed after it was
+    recorded (a negative time set on the Metric hpml.record returned) fails its test here,
+    naming it, instead of stopping the controller or reaching a baseline."""
+    readable, problems = [], []
+    for record in records:
+        try:
+            readable.append(Record.from_dict(record.to_dict()))
+        except (TypeError, ValueError) as exc:
+            problems.append(f"{record.id}: {exc}")
+    if problems and not report.failed:
+        report.outcome = "failed"
+        report.longrepr = "hpml: a recorded metric cannot be stored:\n  " + "\n  ".join(problems)
+    return readable
+
+
 class RecordCollector:
-    """Gathers records from call reports: local ones, or the workers' ones under xdist."""
+    """Gathers records from call reports: local ones, or the workers' ones under xdist; and
+    which tests did not pass, whose rows are never saved."""
 
     def __init__(self, run: HpmlRun) -> None:
         self.run = run
+        self.ids_of: dict[str, list[str]] = {}  # test nodeid -> the ids of its records
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "hpml_records", None)
+        if report.when == "call":
+            self.run.ran += 1
         if data and report.when == "call":
             records = [Record.from_dict(d) for d in data]
             self.run.records.extend(records)
-            if report.failed:
-                # A wrong result or a regression must not become the next run's baseline.
+            self.ids_of[report.nodeid] = [r.id for r in records]
+            # A wrong result, a regression, or an expected failure (xfail: it ran broken, or
+            # an xpass) must not become the next run's baseline.
+            if not report.passed or hasattr(report, "wasxfail"):
                 self.run.failed_ids.update(r.id for r in records)
+        elif report.when == "teardown" and report.failed:
+            # A fixture that fails in teardown: the test did not pass.
+            self.run.failed_ids.update(self.ids_of.get(report.nodeid, []))
 
 
 def pytest_configure(config: pytest.Config) -> None:

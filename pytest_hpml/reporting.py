@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from pytest_hpml.machine.fingerprint import fingerprint
+from pytest_hpml.policy import path_option
 from pytest_hpml.report import exports, files, plots, tables
-from pytest_hpml.report.files import REPORT_SUFFIXES, Output
+from pytest_hpml.report.files import REPORT_SUFFIXES, Output, writable_problem
 from pytest_hpml.selection import profile_of
 from pytest_hpml.session import add_option, is_controller, run_of
 
@@ -25,7 +26,14 @@ OUTPUTS_FAILED = 6
 
 
 def report_path(text: str) -> str:
-    if text and not text.lower().endswith(REPORT_SUFFIXES):
+    if not text:
+        return text  # bare --hpml-report: the tables in the terminal only
+    name = Path(text).name.lower()
+    if name in REPORT_SUFFIXES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is an extension without a file name; write e.g. --hpml-report=report"
+            f"{name}")
+    if Path(text).suffix.lower() not in REPORT_SUFFIXES:
         # Also catches `--hpml-report tests/`, where argparse took a path to run as the value.
         raise argparse.ArgumentTypeError(
             f"{text!r}: the report file must end in .md, .json or .csv "
@@ -33,25 +41,16 @@ def report_path(text: str) -> str:
     return text
 
 
-def writable_problem(path: Path, folder: bool = False) -> str | None:
-    """Why `path` (a file, or a folder with folder=True) cannot be written, or None."""
-    path = Path(path)
-    if folder:
-        if path.exists() and not path.is_dir():
-            return "it is a file, and the option takes a folder"
-        existing = path
-    else:
-        if path.is_dir():
-            return "it is a folder, and the option takes a file name"
-        if path.exists() and not os.access(path, os.W_OK):
-            return "Permission denied"
-        existing = path.parent
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"{existing} is a file, not a folder"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"Permission denied ({existing})"
+def _same_file_problem(files: list[tuple[str, Path]]) -> str | None:
+    """Two outputs named to the same file: the one written last would silently replace the
+    other."""
+    seen: dict[str, str] = {}
+    for option, path in files:
+        key = os.path.realpath(path)
+        if key in seen:
+            return (f"{seen[key]} and {option} name the same file ({path}); give each output "
+                    "its own path")
+        seen[key] = option
     return None
 
 
@@ -83,7 +82,7 @@ def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
             if not plots.matplotlib_available():
                 run.say_once(plots.NO_MATPLOTLIB)
                 return []
-            return plots.draw_all(charts, run.records)
+            return plots.draw_all(charts, run.records, run.say_once)
 
         outputs.append(Output("plots", charts, draw))
     return outputs
@@ -92,16 +91,19 @@ def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    # Outputs are the outer run's (rerun=False): a confirmation rerun writes only its own JSON
+    # report.
     add_option(parser, "--hpml-report", nargs="?", const="", default=None, type=report_path,
-               metavar="PATH", help="print one table per experiment at the end; with =PATH "
-               "also write it as Markdown, JSON or CSV (by extension)")
+               rerun=False, metavar="PATH", help="print one table per experiment at the end; "
+               "with =PATH also write it as Markdown, JSON or CSV (by extension)")
     add_option(parser, "--hpml-export-benchmark-action", metavar="PATH", default=None,
+               type=path_option, rerun=False,
                help="write github-action-benchmark custom JSON (PATH: smaller is better; "
                     "PATH-bigger.json: bigger is better)")
-    add_option(parser, "--hpml-export-bencher", metavar="PATH", default=None,
-               help="write Bencher Metric Format JSON")
-    add_option(parser, "--hpml-plots", metavar="DIR", default=None,
-               help="write PNG charts to DIR (needs matplotlib)")
+    add_option(parser, "--hpml-export-bencher", metavar="PATH", default=None, type=path_option,
+               rerun=False, help="write Bencher Metric Format JSON")
+    add_option(parser, "--hpml-plots", metavar="DIR", default=None, type=path_option,
+               rerun=False, help="write PNG charts to DIR (needs matplotlib)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -122,6 +124,16 @@ def pytest_configure(config: pytest.Config) -> None:
             problem = writable_problem(Path(value), folder=folder)
             if problem:
                 raise pytest.UsageError(f"{option}={value}: cannot write there: {problem}")
+    named = [(f"--{dest.replace('_', '-')}={value}", Path(value)) for dest, value in (
+        ("hpml_report", opt.hpml_report), ("hpml_export_bencher", opt.hpml_export_bencher),
+        ("hpml_export_benchmark_action", opt.hpml_export_benchmark_action)) if value]
+    if opt.hpml_export_benchmark_action:
+        second = exports.bigger_path(Path(opt.hpml_export_benchmark_action))
+        named.append((f"--hpml-export-benchmark-action={opt.hpml_export_benchmark_action} "
+                      f"(its {second})", second))
+    problem = _same_file_problem(named)
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -134,12 +146,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     run.records = tables.in_report_order(run.records)
     failed = False
     outputs = [o for found in config.hook.pytest_hpml_outputs(config=config) for o in found]
+    if outputs and not run.ran:
+        # --co, a collection error, -k matching nothing: empty files would replace good ones.
+        run.say_once("no test ran, so nothing was written ("
+                     + ", ".join(o.label for o in outputs) + "); the previous files are as "
+                     "they were")
+        return
     for output in outputs:
         try:
-            run.written += [str(p) for p in output.write()]
-        except KeyboardInterrupt:
-            run.say_once(f"cannot write {output.path}: interrupted (Ctrl-C); the {output.label} "
-                         "was not written and any previous file is intact")
+            run.written += [_written(p) for p in output.write()]
+        except KeyboardInterrupt as exc:
+            cause = getattr(exc, "signal_name", "Ctrl-C")
+            run.say_once(f"cannot write {output.path}: interrupted ({cause}); the "
+                         f"{output.label} was not written and any previous file is intact")
             failed = True
         except Exception as exc:  # noqa: BLE001 - every output is independent of the others
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -148,6 +167,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             failed = True
     if failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = OUTPUTS_FAILED
+
+
+def _written(path: Path) -> str:
+    """"PATH", or "PATH -> TARGET" where PATH is a symlink whose target was written."""
+    if Path(path).is_symlink():
+        return f"{path} -> {os.path.realpath(path)}"
+    return str(path)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

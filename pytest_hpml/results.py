@@ -99,6 +99,10 @@ class Metric:
     iqr: float | None = None
 
     def __post_init__(self) -> None:
+        # These rules are also the baseline loader's (it builds every stored metric through
+        # here): a metric hpml.record accepts is one a saved baseline can be read back with.
+        __tracebackhide__ = True  # pytest shows the test's line and the message, not this code
+        check_name(self.name)
         if self.better not in ("lower", "higher", None):
             raise ValueError(
                 f"metric {self.name!r}: better must be 'lower', 'higher' or None, "
@@ -120,6 +124,13 @@ class Metric:
                     # One broken sample would poison every statistic of the metric.
                     raise ValueError(f"metric {self.name!r}: sample {i} is {v}; samples must "
                                      "be finite numbers")
+        if self.kind == "measured" and self.unit == "s":
+            negative = [v for v in [self.value, *(self.samples or [])] if v < 0]
+            if negative:
+                raise ValueError(
+                    f"metric {self.name!r}: a time of {negative[0]!r} s is negative; a "
+                    "measured time is never below 0 (record a difference that can be negative "
+                    "without unit='s', or clamp it at 0)")
 
     @property
     def relative(self) -> float | None:
@@ -235,6 +246,14 @@ def measured_figures(record: Record) -> tuple[list[Metric], list[Metric]]:
             continue  # checks, references, settings; and rows of a comparison, not values
         (kept if math.isfinite(m.value) else not_numbers).append(m)
     return kept, not_numbers
+
+
+def check_name(name: Any) -> None:
+    """A metric is named by a non-empty string (a baseline keys its metrics by name)."""
+    __tracebackhide__ = True
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"metric name {name!r}: a metric is named by a non-empty string, e.g. "
+                        "hpml.record('time', ...)")
 
 
 def _plain_number(value: Any, name: str = "") -> float:

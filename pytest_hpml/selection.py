@@ -103,7 +103,8 @@ def _already_parametrized(metafunc: pytest.Metafunc, name: str) -> bool:
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_option(parser, "--hpml-profile", pin=True, choices=PROFILES,
+    # A rerun is given the profile this run chose (the default may differ in the rerun).
+    add_option(parser, "--hpml-profile", pin=True, rerun=False, choices=PROFILES,
                help="size profile: quick (small sizes, minutes on a CPU) or full (the "
                     "experiments as published). Default: full with a GPU, else quick.")
 

@@ -26,7 +26,10 @@ class HpmlRun:
         self.used_from_start = False
         self._on_use: list[Callable[[], None]] = []
         self.records: list[Record] = []
-        self.failed_ids: set[str] = set()  # rows of failed tests: reported, never saved
+        # Rows of tests that did not pass (failed, xfail, an error in teardown): reported, never
+        # saved.
+        self.failed_ids: set[str] = set()
+        self.ran = 0  # tests whose call phase ran (in this process or an xdist worker)
         self.messages: list[str] = []  # said once each in the terminal summary
         self.written: list[str] = []  # outputs written at the end, "wrote PATH" lines
 
@@ -138,13 +141,28 @@ class Pinned:
 #: Every pinnable option, by dest; filled as the modules declare their options.
 PINNED: dict[str, Pinned] = {}
 
+#: Options of the outer run alone, by argparse dest: its outputs, the comparison and the save,
+#: and the size profile (a rerun is given the one the outer run chose). A confirmation rerun
+#: (pytest_hpml.compare.confirm) gets the invocation's own arguments without these. Each option
+#: says so where it is declared (add_option(..., rerun=False)), so a new output option cannot
+#: leak into reruns unnoticed.
+OUTER_RUN_ONLY: set[str] = set()
+
+
+def outer_run_only(*flags: str) -> None:
+    """Mark options (by flag, "--hpml-report") as not given to confirmation reruns."""
+    OUTER_RUN_ONLY.update(flag.lstrip("-").replace("-", "_") for flag in flags)
+
 
 def add_option(parser: pytest.Parser, flag: str, *, pin: bool = False, path: bool = False,
-               **kwargs: Any) -> None:
+               rerun: bool = True, **kwargs: Any) -> None:
     """Declare an --hpml-* option in the plugin's group; with pin=True it can also be set in
     the ini file ([pytest] or [tool.pytest.ini_options]: `hpml_tolerance = 0.2`), the command
-    line winning."""
+    line winning; with rerun=False a confirmation rerun does not get it (an output, the
+    comparison or the save: the outer run's alone)."""
     group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
+    if not rerun:
+        outer_run_only(flag)
     if not pin:
         group.addoption(flag, **kwargs)
         return

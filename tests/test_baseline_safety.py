@@ -133,18 +133,16 @@ def test_a_save_keeps_the_files_mode_and_a_new_file_gets_the_umask(tmp_path: Pat
 
 
 KILLED_SAVER = """
-import json, os, sys, time
+import os, sys, time
 from pathlib import Path
 from pytest_hpml.compare import baselines
+from pytest_hpml.report import files
 from pytest_hpml.results import Metric, Record
 
-real_dump = json.dump
-def slow_dump(obj, f, **kw):
-    real_dump(obj, f, **kw)
-    f.flush()
+def slow_fsync(fd):  # the temporary is written, not yet renamed
     Path(sys.argv[2]).write_text("writing")
     time.sleep(60)  # killed here, mid-save
-baselines.json.dump = slow_dump
+files.os.fsync = slow_fsync
 baselines.save(Path(sys.argv[1]), {"cpu": "Test CPU 9000", "cpu_cores": 4}, "quick",
                [Record("r", "e", metrics=[Metric("t", 9.0, "s", "lower")])])
 """
@@ -171,16 +169,17 @@ def test_sigkill_mid_save_leaves_the_old_file_and_the_next_save_cleans_up(
 
 
 CTRL_C_CONFTEST = """
-import json, os, time
+import os, time
 from pathlib import Path
-from pytest_hpml.compare import baselines
+from pytest_hpml.report import files
 
-real_dump = json.dump
-def slow_dump(obj, f, **kw):
-    real_dump(obj, f, **kw)
-    Path("saving").write_text("now")
-    time.sleep(30)  # Ctrl-C arrives here
-baselines.json.dump = slow_dump
+real_fsync = files.os.fsync
+def slow_fsync(fd):
+    if "/baselines/." in os.readlink(f"/proc/self/fd/{fd}"):  # the baseline's temporary,
+        Path("saving").write_text("now")                     # written, not yet renamed
+        time.sleep(30)  # Ctrl-C arrives here
+    real_fsync(fd)
+files.os.fsync = slow_fsync
 """
 
 

@@ -18,7 +18,7 @@ from hpml_testing import FAST, metrics_by_test, run_with_json
 
 from pytest_hpml.benchmark_fixture import ClockChoice, choose_clock
 from pytest_hpml.benchmark_stats import BenchmarkStats
-from pytest_hpml.compare.confirm import plugin_args
+from pytest_hpml.compare.confirm import split_options
 
 #: A conftest as pytest-benchmark users write them: it implements one of its hooks.
 CONFTEST = """
@@ -332,7 +332,11 @@ def test_the_fixture_is_documented() -> None:
         assert name in api, name
 
 
-def test_confirmation_reruns_keep_the_runs_plugin_choices() -> None:
-    assert plugin_args(["-q", "-p", "no:benchmark", "-pno:cacheprovider", "-p=myplugin",
-                        "-p", "xdist", "--pdb", "tests/"]) == [
-        "-p", "no:benchmark", "-p", "no:cacheprovider", "-p", "myplugin"]
+def test_confirmation_reruns_keep_the_runs_plugin_choices(pytester: pytest.Pytester) -> None:
+    # A rerun gets the run's own arguments (compare/confirm.py), its -p choices among them.
+    parser = pytester.parseconfig()._parser.optparser
+    args = ["-q", "-p", "no:benchmark", "-pno:cacheprovider", "-p=myplugin", "-p", "xdist",
+            "--pdb", "tests/"]
+    assert [a for dest, group in split_options(args, parser) if dest == "plugins"
+            for a in group] == ["-p", "no:benchmark", "-pno:cacheprovider", "-p=myplugin",
+                                "-p", "xdist"]

@@ -8,6 +8,9 @@ Saving is safe against everything that happens to CI runners:
 - an interrupted save (Ctrl-C, SIGKILL, a full disk) leaves the previous file intact, and the
   orphaned temporary of a killed save is removed by the next save;
 - a file that cannot be read is an error naming it, and is never overwritten;
+- the merged file is checked by the loader's own rules before the rename, so a save never
+  writes a file the next run would refuse;
+- a symlinked file is written through (the file it links to is merged and replaced);
 - the file keeps its mode (or gets the umask's for a new file).
 """
 
@@ -16,18 +19,19 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import statistics
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_hpml import __version__
 from pytest_hpml.machine.fingerprint import machine_key
+from pytest_hpml.report.files import write_atomic, write_target
 from pytest_hpml.results import Metric, Record, Verdict, json_safe, measured_figures
 
-SCHEMA = "pytest-hpml/baseline/2"
+SCHEMA_PREFIX = "pytest-hpml/baseline/"
+SCHEMA = f"{SCHEMA_PREFIX}2"
 #: Files written before the history was kept: still read, as one run each.
 OLD_SCHEMAS = ("pytest-hpml/baseline/1",)
 #: Runs of history kept per metric (the last ones); --hpml-baseline-runs changes it. Ten saves
@@ -40,8 +44,9 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 
-class BaselineError(Exception):
-    """A baseline file that cannot be used; the message names the file and what to do."""
+class BaselineError(ValueError):
+    """A baseline file that cannot be used; the message names the file and what to do (a
+    ValueError, as read_results documents for files it cannot read)."""
 
 
 @dataclass
@@ -74,6 +79,10 @@ def _damaged(path: Path, what: str) -> BaselineError:
                          "Fix or remove it, then rerun with --hpml-save-baseline.")
 
 
+class _Invalid(Exception):
+    """What is wrong with a baseline document, in words (the caller names the file)."""
+
+
 def _finite_number(value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
@@ -83,13 +92,14 @@ def _finite_number(value: Any) -> bool:
         return False
 
 
-def _check_metric(path: Path, record_id: str, m: Any) -> None:
-    """Every number a comparison will use is a finite number; times are not negative."""
+def _check_metric(record_id: str, m: Any) -> None:
+    """Every number a comparison will use is a finite number; the rest of the rules (a name
+    that is a string, no negative time) are Metric's own, the ones hpml.record applies."""
     if not isinstance(m, dict) or not isinstance(m.get("name"), str):
-        raise _damaged(path, f"record {record_id!r} has a metric without a name")
+        raise _Invalid(f"record {record_id!r} has a metric without a name")
     where = f"metric {m['name']!r} of {record_id!r}"
     if not _finite_number(m.get("value")):
-        raise _damaged(path, f"{where}: value {m.get('value')!r} is not a finite number")
+        raise _Invalid(f"{where}: value {m.get('value')!r} is not a finite number")
     for key in ("samples", "history", "relative_history"):
         values = m.get(key)
         if values is None:
@@ -97,26 +107,104 @@ def _check_metric(path: Path, record_id: str, m: Any) -> None:
         if not isinstance(values, list) or not all(_finite_number(v) for v in values):
             bad = values if not isinstance(values, list) else next(
                 v for v in values if not _finite_number(v))
-            raise _damaged(path, f"{where}: {key} hold {bad!r}, not a finite number")
+            raise _Invalid(f"{where}: {key} hold {bad!r}, not a finite number")
     saves = m.get("history_saves")
     if saves is not None and not (isinstance(saves, list) and all(
             isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in saves)):
-        raise _damaged(path, f"{where}: history_saves holds {saves!r}, not counts of values "
-                             "(integers > 0)")
+        raise _Invalid(f"{where}: history_saves holds {saves!r}, not counts of values "
+                       "(integers > 0)")
     accepted = m.get("accepted")
     if accepted is not None and not (isinstance(accepted, list) and all(
             isinstance(a, dict) and isinstance(a.get("on"), str) and _finite_number(
                 a.get("before")) and _finite_number(a.get("after")) for a in accepted)):
-        raise _damaged(path, f"{where}: accepted holds {accepted!r}, not a list of "
-                             "{'on': date, 'before': number, 'after': number}")
-    if m.get("unit") == "s":
-        negative = [v for v in [m["value"], *(m.get("samples") or [])] if v < 0]
-        if negative:
-            raise _damaged(path, f"{where}: a time of {negative[0]!r} s is negative")
+        raise _Invalid(f"{where}: accepted holds {accepted!r}, not a list of "
+                       "{'on': date, 'before': number, 'after': number}")
     try:
         Metric.from_dict(m)
     except (TypeError, ValueError) as exc:
-        raise _damaged(path, f"{where}: {exc}") from exc
+        raise _Invalid(f"{where}: {exc}") from exc
+
+
+#: The fingerprint's facts that name the file's machine (machine_key), and their types.
+_KEY_FACTS = {"gpu": str, "cpu": str, "gpu_count": int, "cpu_cores": int}
+
+
+def _check_fingerprint(fingerprint: Any) -> dict[str, Any]:
+    if not isinstance(fingerprint, dict):
+        raise _Invalid(f"fingerprint is {type(fingerprint).__name__}, not an object")
+    for key, value in fingerprint.items():
+        kind = _KEY_FACTS.get(key)
+        if value is None:
+            continue
+        if kind is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise _Invalid(f"fingerprint {key} is {value!r}, not a {kind.__name__}")
+        if not isinstance(value, (str, int, float, bool)):
+            raise _Invalid(f"fingerprint {key} is {type(value).__name__}, not a plain value")
+    return dict(fingerprint)
+
+
+def _schema_problem(path: Path, data: Any) -> BaselineError | None:
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema in (SCHEMA, *OLD_SCHEMAS):
+        return None
+    number = str(schema).removeprefix(SCHEMA_PREFIX)
+    if str(schema).startswith(SCHEMA_PREFIX) and number.isdigit() and \
+            int(number) > int(SCHEMA.removeprefix(SCHEMA_PREFIX)):
+        return BaselineError(
+            f"baseline file {path} was written by a newer pytest-hpml (schema {schema!r}); "
+            f"pytest-hpml {__version__} reads schemas up to {SCHEMA!r}. Upgrade pytest-hpml "
+            "(pip install -U pytest-hpml) to the version that wrote it; the file was left "
+            "untouched.")
+    return BaselineError(
+        f"baseline file {path} is not a pytest-hpml baseline (expected schema {SCHEMA!r}); "
+        "it was left untouched. Move it away or point --hpml-baselines at another folder.")
+
+
+def _check_document(data: dict[str, Any]) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """(fingerprint, profile, records by id) of a baseline document; _Invalid names what is
+    wrong. The one set of rules a load and a save both apply."""
+    try:
+        records_list, profile = data["records"], data["profile"]
+        fingerprint = _check_fingerprint(data["fingerprint"])
+    except KeyError as exc:
+        raise _Invalid(f"no {exc.args[0]!r}") from exc
+    if not isinstance(records_list, list):
+        raise _Invalid("records is not a list")
+    if not isinstance(profile, str):
+        raise _Invalid(f"profile is {profile!r}, not a string")
+    records: dict[str, dict[str, Any]] = {}
+    for r in records_list:
+        if not isinstance(r, dict) or not isinstance(r.get("id"), str):
+            raise _Invalid(f"a record's id is {r.get('id') if isinstance(r, dict) else r!r}, "
+                           "not a string")
+        metrics = r.get("metrics", [])
+        if not isinstance(metrics, list):
+            raise _Invalid(f"record {r['id']!r}: metrics is not a list")
+        for m in metrics:
+            _check_metric(r["id"], m)
+        records[r["id"]] = r
+    return fingerprint, profile, records
+
+
+def parse(path: Path, text: str) -> Baseline:
+    """A baseline from its text; BaselineError naming `path` when it cannot be used."""
+    try:
+        data = json.loads(text)
+    except RecursionError:  # lists in lists deeper than Python's stack: no baseline is
+        raise _damaged(path, "its JSON is nested too deeply to be a baseline") from None
+    except json.JSONDecodeError as exc:
+        raise BaselineError(
+            f"baseline file {path} is not valid JSON ({exc}); it was left untouched. "
+            "Fix or remove it, then rerun with --hpml-save-baseline to record a new one."
+        ) from None
+    problem = _schema_problem(path, data)
+    if problem:
+        raise problem
+    try:
+        fingerprint, profile, records = _check_document(data)
+    except _Invalid as exc:
+        raise _damaged(path, str(exc)) from None
+    return Baseline(path, fingerprint, profile, records)
 
 
 def load(path: Path) -> Baseline | None:
@@ -125,29 +213,13 @@ def load(path: Path) -> Baseline | None:
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(
-            f"baseline file {path} is not valid JSON ({exc}); it was left untouched. "
+            f"baseline file {path} cannot be read ({exc}); it was left untouched. "
             "Fix or remove it, then rerun with --hpml-save-baseline to record a new one."
         ) from exc
-    if not isinstance(data, dict) or data.get("schema") not in (SCHEMA, *OLD_SCHEMAS):
-        raise BaselineError(
-            f"baseline file {path} is not a pytest-hpml baseline (expected schema {SCHEMA!r}); "
-            "it was left untouched. Move it away or point --hpml-baselines at another folder."
-        )
-    try:
-        records = {r["id"]: r for r in data["records"]}
-        fingerprint, profile = dict(data["fingerprint"]), str(data["profile"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise _damaged(path, f"{type(exc).__name__}: {exc}") from exc
-    for record_id, r in records.items():
-        metrics = r.get("metrics", [])
-        if not isinstance(metrics, list):
-            raise _damaged(path, f"record {record_id!r}: metrics is not a list")
-        for m in metrics:
-            _check_metric(path, record_id, m)
-    return Baseline(path, fingerprint, profile, records)
+    return parse(path, text)
 
 
 @contextlib.contextmanager
@@ -174,14 +246,6 @@ def _clean_stale_temporaries(path: Path) -> list[Path]:
             tmp.unlink()
             removed.append(tmp)
     return removed
-
-
-def _file_mode(path: Path) -> int:
-    if path.exists():
-        return path.stat().st_mode & 0o777
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
 
 
 #: Judges a run's metric against its stored form (a Verdict), for the levels of a save.
@@ -306,8 +370,10 @@ def merge(existing: dict[str, dict[str, Any]], records: list[Record],
 
 def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Record],
          policy: MergePolicy = MergePolicy()) -> SaveResult:
-    """Merge `records` into the file at `path` under its lock, atomically."""
-    path = Path(path)
+    """Merge `records` into the file at `path` under its lock, atomically. The merged file is
+    checked by the loader's own rules before the rename: a save never writes a file the next
+    run would refuse. A symlink is written through (its target is the file merged)."""
+    path = write_target(Path(path))
     if policy.keep < 1:
         raise ValueError(f"keep must be >= 1 run, got {policy.keep}")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -320,21 +386,15 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
             raise BaselineError(
                 f"baseline file {path} belongs to machine {machine_key(existing.fingerprint)!r}"
                 f", not this one ({machine_key(fingerprint)!r}); it was left untouched.")
-        merged, skipped, levels = merge(existing.records if existing else {}, records, policy)
-        document = {"schema": SCHEMA, "fingerprint": fingerprint, "profile": profile,
-                    "records": [merged[k] for k in sorted(merged)]}
-        mode = _file_mode(path)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(json_safe(document), f, indent=1, allow_nan=False)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)  # atomic on POSIX and Windows
-        except BaseException:
-            # KeyboardInterrupt included: drop the partial file, the old baseline stays.
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+            merged, skipped, levels = merge(existing.records if existing else {}, records,
+                                            policy)
+            document = {"schema": SCHEMA, "fingerprint": fingerprint, "profile": profile,
+                        "records": [merged[k] for k in sorted(merged)]}
+            text = json.dumps(json_safe(document), indent=1, allow_nan=False)
+            _check_document(json.loads(text))
+        except (_Invalid, TypeError, ValueError) as exc:
+            raise BaselineError(f"the save to {path} was refused: the merged file would be "
+                                f"damaged ({exc}); the file was left untouched.") from None
+        write_atomic(path, lambda f: f.write(text))
     return SaveResult(path, skipped, levels)

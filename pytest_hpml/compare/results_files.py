@@ -19,21 +19,24 @@ from pytest_hpml.results import Record
 
 def read_results(path: str | Path) -> list[Record]:
     """The records of a results file: a JSON report (--hpml-report=run.json) or a baseline
-    file. A file that is neither is a ValueError naming it."""
+    file. A file that is neither, or a damaged one, is a ValueError naming it."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read results from {path}: {exc}") from exc
-    if isinstance(data, dict) and data.get("schema") in (baselines.SCHEMA,
-                                                         *baselines.OLD_SCHEMAS):
-        base = baselines.load(path)
-        return [Record.from_dict(r) for r in base.records.values()] if base else []
-    if isinstance(data, dict) and isinstance(data.get("records"), list):
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        what = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise ValueError(f"cannot read results from {path}: {what}") from None
+    baseline = isinstance(data, dict) and str(data.get("schema", "")).startswith(
+        baselines.SCHEMA_PREFIX)
+    if baseline or (isinstance(data, dict) and isinstance(data.get("records"), list)):
+        # A baseline of this version or another is read by the store's own rules.
+        found = baselines.parse(path, text).records.values() if baseline else data["records"]
         try:
-            return [Record.from_dict(r) for r in data["records"]]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path} is a damaged pytest-hpml report: {exc}") from exc
+            return [Record.from_dict(r) for r in found]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            what = "baseline file" if baseline else "pytest-hpml report"
+            raise ValueError(f"{path} is a damaged {what}: {exc!r}") from None
     raise ValueError(f"{path} is neither a pytest-hpml JSON report nor a baseline file")
 
 

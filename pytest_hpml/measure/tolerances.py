@@ -39,7 +39,7 @@ def _exact_kind(t: torch.Tensor) -> bool:
 
 
 def _errors(a: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(|a - e|, |e|, non-finite mask of a) in float64 on the CPU, exact where it matters:
+    """(|a - e|, |e|, where a or e is not finite) in float64 on the CPU, exact where it matters:
     integers are subtracted in int64 (2**62 + 1 and 2**62 are equal in float64), complex
     numbers by their modulus (dropping the imaginary part would pass 1+1j against 1-1j)."""
     a, e = a.cpu(), e.cpu()
@@ -49,14 +49,17 @@ def _errors(a: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
             torch.zeros_like(diff, dtype=torch.bool)
     if a.dtype.is_complex or e.dtype.is_complex:
         a128, e128 = a.to(torch.complex128), e.to(torch.complex128)
-        return (a128 - e128).abs(), e128.abs(), ~torch.isfinite(a128)
+        return (a128 - e128).abs(), e128.abs(), ~(torch.isfinite(a128) & torch.isfinite(e128))
+    # An infinite reference makes the bound infinite (inf <= atol + rtol * inf): a finite
+    # value would pass against it, so an infinity on either side is a mismatch.
     a64, e64 = a.to(torch.float64), e.to(torch.float64)
-    return (a64 - e64).abs(), e64.abs(), ~torch.isfinite(a64)
+    return (a64 - e64).abs(), e64.abs(), ~(torch.isfinite(a64) & torch.isfinite(e64))
 
 
 def compare(actual: object, expected: object, rtol: float | None = None,
             atol: float | None = None) -> Closeness:
-    """|actual - expected| <= atol + rtol * |expected| everywhere, and every value finite."""
+    """|actual - expected| <= atol + rtol * |expected| everywhere, and every value of both
+    finite."""
     a, e = _as_tensor(actual), _as_tensor(expected)
     for label, value in (("rtol", rtol), ("atol", atol)):
         if value is not None and not (value >= 0):  # NaN too

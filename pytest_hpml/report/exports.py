@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_hpml.measure.stats import median_uncertainty
+from pytest_hpml.report.files import write_atomic
 from pytest_hpml.results import Metric, Record, json_safe, measured_figures
 
 Say = Callable[[str], None]
@@ -79,20 +80,24 @@ def write_benchmark_action(path: Path, records: list[Record], say: Say | None = 
     would be empty is said."""
     path = Path(path)
     data = benchmark_action(records, say)
-    bigger = path.with_name(f"{path.stem}-bigger{path.suffix or '.json'}")
     written = []
     for target, key, what in ((path, "customSmallerIsBetter", "smaller-is-better"),
-                              (bigger, "customBiggerIsBetter", "bigger-is-better")):
+                              (bigger_path(path), "customBiggerIsBetter", "bigger-is-better")):
         if not data[key]:
             if say:
                 say(f"github-action-benchmark: no {what} metric in this run, so {target} was "
                     "not written")
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(json_safe(data[key]), indent=1, allow_nan=False),
-                          encoding="utf-8")
+        text = json.dumps(json_safe(data[key]), indent=1, allow_nan=False)
+        write_atomic(target, lambda f, text=text: f.write(text))
         written.append(target)
     return written
+
+
+def bigger_path(path: Path) -> Path:
+    """The second file of a github-action-benchmark export: its bigger-is-better entries."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}-bigger{path.suffix or '.json'}")
 
 
 def bencher_bmf(records: list[Record], say: Say | None = None
@@ -111,7 +116,6 @@ def bencher_bmf(records: list[Record], say: Say | None = None
 
 def write_bencher(path: Path, records: list[Record], say: Say | None = None) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(json_safe(bencher_bmf(records, say)), indent=1, allow_nan=False),
-                    encoding="utf-8")
+    text = json.dumps(json_safe(bencher_bmf(records, say)), indent=1, allow_nan=False)
+    write_atomic(path, lambda f: f.write(text))
     return path

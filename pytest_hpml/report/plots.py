@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_hpml.report.files import write_atomic
 from pytest_hpml.report.tables import _unique, group_by_experiment
 from pytest_hpml.results import Record
 
@@ -57,6 +58,37 @@ def _value(record: Record, key: str) -> float | None:
     return m.value if m is not None and math.isfinite(m.value) else None
 
 
+class NothingToDraw(Exception):
+    """A chart whose rows ran but give no point to draw; the message says why."""
+
+
+def _why_nothing(rows: list[Record], spec: dict[str, Any], keys: tuple[str, ...]) -> str:
+    """Why no row of a chart gives a point: the first of `keys` (x, y, peak ...) that no row
+    has as a number, with what the rows do have."""
+    for key in keys:
+        name = spec.get(key)
+        if name is None:
+            return f"it needs {key}= (a parameter or a metric of its rows)"
+        names = name if isinstance(name, (list, tuple)) else [name]
+        if any(_value(r, n) is not None for r in rows for n in names):
+            continue
+        found = [r.params[n] for r in rows for n in names if n in r.params]
+        found += [m.value for r in rows for n in names if (m := r.metric(n))]
+        if found:
+            return f"{key}={name!r} is not a finite number in any row (e.g. {found[0]!r})"
+        known = sorted({*(k for r in rows for k in r.params),
+                        *(m.name for r in rows for m in r.metrics)})
+        return f"no row has {key}={name!r}; its rows have {', '.join(known)}"
+    return "no row has all of " + ", ".join(f"{k}={spec.get(k)!r}" for k in keys)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    """A chart written atomically, as every output is (a full disk keeps the previous one)."""
+    return write_atomic(path, lambda f: fig.savefig(f, dpi=120,
+                                                    format=path.suffix[1:] or "png"),
+                        binary=True)
+
+
 def _selected(records: list[Record], spec: dict[str, Any]) -> list[Record]:
     """The rows a chart's `where` admits; a list admits several values (e.g. the CPU rows
     beside one memory mode)."""
@@ -84,7 +116,11 @@ def _plain_log_ticks(axis: Any, values: list[float], at_values: bool = False) ->
 
 def line_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path | None:
     rows = _selected(records, spec)
+    if not rows:
+        return None  # its rows did not run (another device, deselected)
     series_key = spec.get("series")
+    if "x" not in spec or "y" not in spec:
+        raise NothingToDraw(_why_nothing(rows, spec, ("x", "y")))
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     drawn: list[tuple[float, float]] = []
@@ -100,7 +136,7 @@ def line_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path 
             drawn += points
     if not drawn:
         plt.close(fig)
-        return None
+        raise NothingToDraw(_why_nothing(rows, spec, ("x", "y")))
     xs = sorted({x for x, _ in drawn})
     if spec.get("logx", True):
         ax.set_xscale("log")
@@ -115,23 +151,29 @@ def line_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path 
     if series_key:
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     plt.close(fig)
     return path
 
 
 def roofline_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path | None:
     """Points (arithmetic intensity, achieved FLOP/s) under min(peak, intensity x bandwidth)."""
+    rows = _selected(records, spec)
+    if not rows:
+        return None  # its rows did not run (another device, deselected)
+    keys = ("x", "y", "peak", "bandwidth")
+    if any(k not in spec for k in keys):
+        raise NothingToDraw(_why_nothing(rows, spec, keys))
     points = []
     peak = bandwidth = None
-    for r in _selected(records, spec):
+    for r in rows:
         x, y = _value(r, spec["x"]), _value(r, spec["y"])
         peak = _value(r, spec["peak"]) or peak
         bandwidth = _value(r, spec["bandwidth"]) or bandwidth
         if x and y:
             points.append((x, y, str(r.params.get(spec.get("label", ""), r.id))))
     if not points or not peak or not bandwidth:
-        return None
+        raise NothingToDraw(_why_nothing(rows, spec, keys))
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     ridge = peak / bandwidth
@@ -150,19 +192,24 @@ def roofline_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> P
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     plt.close(fig)
     return path
 
 
 def timeseries_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path | None:
     """Each row's series (a metric's samples, one per sample_interval) against time."""
+    rows = _selected(records, spec)
+    if not rows:
+        return None  # its rows did not run (another device, deselected)
+    if "y" not in spec:
+        raise NothingToDraw(_why_nothing(rows, spec, ("y",)))
     names = spec["y"] if isinstance(spec["y"], (list, tuple)) else [spec["y"]]
     series_key = spec.get("series")
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.2, 4.0))
     drawn = False
-    for r in _selected(records, spec):
+    for r in rows:
         interval = _value(r, spec.get("interval", "sample_interval")) or 1.0
         for name in names:
             m = r.metric(name)
@@ -173,14 +220,16 @@ def timeseries_chart(path: Path, records: list[Record], spec: dict[str, Any]) ->
             drawn = True
     if not drawn:
         plt.close(fig)
-        return None
+        with_series = [n for n in names for r in rows if (m := r.metric(n)) and m.samples]
+        raise NothingToDraw(_why_nothing(rows, spec, ("y",)) if not with_series else
+                            "no row has samples of " + ", ".join(map(repr, names)))
     ax.set_xlabel(spec.get("xlabel", "time [s]"))
     ax.set_ylabel(spec.get("ylabel", ", ".join(names)))
     ax.set_title(spec.get("title", ""))
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     plt.close(fig)
     return path
 
@@ -189,14 +238,24 @@ CHARTS = {"line": line_chart, "roofline": roofline_chart, "timeseries": timeseri
 CHART_KINDS = tuple(CHARTS)
 
 
-def draw_all(directory: Path, records: list[Record]) -> list[Path]:
+def draw_all(directory: Path, records: list[Record],
+             say: Callable[[str], None] | None = None) -> list[Path]:
+    """Every chart the records' markers ask for; a chart whose rows ran but give no point is
+    one line through `say` (a misspelt y=, a string x), a chart whose rows did not run none."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for group in group_by_experiment(records).values():
+    for experiment, group in group_by_experiment(records).items():
         specs = _unique_specs(r.views.get("plots", []) for r in group)
         for spec in specs:
-            out = CHARTS[spec.get("kind", "line")](directory / spec["filename"], group, spec)
+            kind = spec.get("kind", "line")
+            try:
+                out = CHARTS[kind](directory / spec["filename"], group, spec)
+            except NothingToDraw as why:
+                if say:
+                    say(f"--hpml-plots: chart {spec['filename']} ({kind}, {experiment}) not "
+                        f"drawn: {why}")
+                continue
             if out:
                 written.append(out)
     return written
