@@ -14,6 +14,7 @@ pytest_plugins = [
     "pytest_hpml.recording",  # the hpml fixture and the transport of its records
     "pytest_hpml.benchmark",  # pytest-benchmark's benchmark fixture where it is not active
     "pytest_hpml.comparing",  # baselines and verdicts
+    "pytest_hpml.base_ref",  # verdicts against a git ref measured now (--hpml-compare-ref)
     "pytest_hpml.reporting",  # tables, files, exports and charts at the end
 ]
 

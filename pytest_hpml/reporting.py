@@ -54,6 +54,13 @@ def _same_file_problem(files: list[tuple[str, Path]]) -> str | None:
     return None
 
 
+def comparison_of(opt: argparse.Namespace) -> bool | str:
+    """Whether the run compared (--hpml-compare), or the title of its comparison with a git
+    ref measured now (--hpml-compare-ref)."""
+    ref = getattr(opt, "hpml_compare_ref", None)
+    return f"Comparison with {ref}, measured now" if ref else bool(opt.hpml_compare)
+
+
 def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
     """The report, the dashboard exports and the charts this run asked for."""
     opt = config.option
@@ -64,7 +71,7 @@ def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
     if opt.hpml_report:
         report = Path(opt.hpml_report)
         outputs.append(Output("report", report, lambda: [files.write_report(
-            report, run.records, fingerprint(), profile, opt.hpml_compare)]))
+            report, run.records, fingerprint(), profile, comparison_of(opt))]))
     if opt.hpml_export_benchmark_action:
         action = Path(opt.hpml_export_benchmark_action)
         outputs.append(Output("github-action-benchmark", action, lambda: (
@@ -183,8 +190,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     tr = terminalreporter
     if config.option.hpml_report is not None and run.records:
         tr.write_sep("=", f"hpml report (profile {profile_of(config)})")
-        tr.write(tables.render(tables.build_tables(run.records, config.option.hpml_compare)))
-    elif config.option.hpml_compare:
+        tr.write(tables.render(tables.build_tables(run.records, comparison_of(config.option))))
+    elif comparison_of(config.option):
         # No table printed: the verdicts a reader must see, one line each.
         for line in tables.verdict_lines(run.records):
             tr.write_line(f"hpml: {line}")

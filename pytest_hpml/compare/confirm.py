@@ -187,9 +187,13 @@ def _end_with_the_run() -> None:
         pass
 
 
-def _forked_pytest(args: list[str], cwd: str, log: str, environ: dict[str, str]) -> None:
-    """A rerun's process body (forked from the forkserver): pytest's output to a log."""
+def _forked_pytest(args: list[str], cwd: str, log: str, environ: dict[str, str],
+                   sys_path: list[str] | None = None) -> None:
+    """A rerun's process body (forked from the forkserver): pytest's output to a log;
+    `sys_path`: the import path to run with (another checkout's code: compare/reference.py)."""
     _end_with_the_run()
+    if sys_path is not None:
+        sys.path[:] = sys_path
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -235,16 +239,21 @@ def _stop(process: Any) -> None:
         process.join()
 
 
-def run_forked(args: list[str], cwd: Path, log: Path) -> tuple[int, str]:
+def run_forked(args: list[str], cwd: Path, log: Path, environ: dict[str, str] | None = None,
+               sys_path: list[str] | None = None) -> tuple[int, str]:
+    """Run pytest with `args` in a process forked from the forkserver (a subprocess where there
+    is none), in `cwd`, with `environ` (default: this run's) and `sys_path` (default: the
+    forkserver's, as this run's); returns its exit status and output."""
+    environ = rerun_environment() if environ is None else environ
     context = forkserver()
     if context is None:  # pragma: no cover - platforms without a forkserver
         # subprocess.run kills the child on any exception, KeyboardInterrupt included.
         done = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd,
                               capture_output=True, text=True, timeout=RERUN_TIMEOUT,
-                              env=rerun_environment())
+                              env=environ)
         return done.returncode, done.stdout + done.stderr
     process = context.Process(target=_forked_pytest, name="hpml-confirm",
-                              args=(args, str(cwd), str(log), rerun_environment()))
+                              args=(args, str(cwd), str(log), environ, sys_path))
     process.start()
     try:
         process.join(RERUN_TIMEOUT)

@@ -135,7 +135,7 @@ def write_csv(stream: TextIO, records: list[Record]) -> None:
 
 
 def write_report(path: Path, records: list[Record], fingerprint: dict[str, Any], profile: str,
-                 compare: bool) -> Path:
+                 compare: bool | str) -> Path:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in REPORT_SUFFIXES:

@@ -180,7 +180,8 @@ def verdict_lines(records: list[Record]) -> list[str]:
     return lines
 
 
-def comparison_table(records: list[Record]) -> Table | None:
+def comparison_table(records: list[Record], title: str = "Comparison with baseline"
+                     ) -> Table | None:
     rows = _comparison_rows(records)
     if not rows:
         return None
@@ -200,7 +201,7 @@ def comparison_table(records: list[Record]) -> Table | None:
                      "memcpy timed between the samples), which takes out the speed the whole "
                      "machine gained or lost between the runs; the verdict rests on it where "
                      "its noise is smaller than that of the values as measured")
-    return Table("Comparison with baseline",
+    return Table(title,
                  ["experiment", "params", "metric", "baseline", "current", "change", "verdict",
                   "detectable"], rows, notes=notes)
 
@@ -214,7 +215,8 @@ def _notes(records: list[Record]) -> list[str]:
     return notes + [f"note: {n}" for n in labelled] + [f"note: {p}" for p in published]
 
 
-def build_tables(records: list[Record], compare: bool = False) -> list[Table]:
+def build_tables(records: list[Record], compare: bool | str = False) -> list[Table]:
+    """The report's tables; with `compare`, the comparison table too (a string: its title)."""
     tables: list[Table] = []
     for title, group in group_by_experiment(records).items():
         spec = next((r.views["pivot"] for r in group if r.views.get("pivot")), None)
@@ -223,7 +225,7 @@ def build_tables(records: list[Record], compare: bool = False) -> list[Table]:
         else:
             tables.append(wide_table(title, group))
     if compare:
-        table = comparison_table(records)
+        table = comparison_table(records, *([compare] if isinstance(compare, str) else []))
         if table:
             tables.append(table)
     return tables

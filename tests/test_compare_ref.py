@@ -1,0 +1,193 @@
+"""--hpml-compare-ref=REF as a user meets it: a project that is a git repository with a src/
+layout, installed as an editable install would (its checkout's src/ on the import path), is
+measured at REF (a worktree in a temporary folder) and at its working tree, and judged."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from hpml_testing import FAST
+
+BENCH = """
+    import os
+    from pathlib import Path
+
+    import mypkg
+
+    def test_work(hpml):
+        # Each process says where it imported mypkg from (a file outside the repository).
+        with open(os.environ["HPML_TEST_PROCESSES"], "a") as log:
+            log.write(mypkg.__file__ + "\\n")
+        hpml.record("work_units", mypkg.WORK, better="lower", exact=True)
+        hpml.record("seconds", mypkg.WORK * 1e-6, unit="s")  # a measured figure, noise and all
+"""
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
+                   cwd=repo, check=True, capture_output=True)
+
+
+def _package(repo: Path, work: int) -> None:
+    (repo / "src" / "mypkg").mkdir(parents=True, exist_ok=True)
+    (repo / "src" / "mypkg" / "__init__.py").write_text(f"WORK = {work}\n")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+            tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A git repository with src/mypkg (WORK = 2000 at HEAD) and tests/test_bench.py; its
+    checkout's src/ is on the import path, as an editable install puts it."""
+    repo = pytester.path
+    _package(repo, 2000)
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_bench.py").write_text(
+        "\n".join(line[4:] for line in BENCH.splitlines()))
+    (repo / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    monkeypatch.syspath_prepend(str(repo / "src"))
+    log = tmp_path_factory.mktemp("processes") / "imported-from.txt"
+    monkeypatch.setenv("HPML_TEST_PROCESSES", str(log))
+    return repo
+
+
+def _imported_from() -> list[str]:
+    import os
+
+    return Path(os.environ["HPML_TEST_PROCESSES"]).read_text().split()
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict]:
+    report = pytester.path / "report.json"
+    report.unlink(missing_ok=True)
+    result = pytester.runpytest(*FAST, "-p", "no:benchmark", f"--hpml-report={report}", *args)
+    verdicts = {}
+    if report.exists():
+        for r in json.loads(report.read_text())["records"]:
+            for m in r["metrics"]:
+                if "verdict" in m:
+                    verdicts[(r["id"].split("::")[-1], m["name"])] = m["verdict"]
+    return result, verdicts
+
+
+def test_the_code_at_ref_comes_from_its_worktree_and_is_judged(
+        pytester: pytest.Pytester, project: Path) -> None:
+    _package(project, 1000)  # the working tree halves the work
+    result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD")
+    result.assert_outcomes(passed=1)
+    verdict = verdicts[("test_work", "work_units")]
+    assert verdict["outcome"] == "improved" and verdict["change"] == pytest.approx(-0.5)
+    assert verdict["basis"].startswith("against HEAD (")
+    assert "measured now, interleaved" in verdict["basis"]
+    # The test's own process, then the process at HEAD, then pairs alternating which side
+    # goes first (the measured figure moved: measured again, 3 processes on each side).
+    here, at_ref, *again = _imported_from()
+    assert here == str(project / "src" / "mypkg" / "__init__.py")
+    assert at_ref.endswith("/src/mypkg/__init__.py") and not at_ref.startswith(str(project))
+    assert again == [here, at_ref, at_ref, here]
+    # The worktree was a temporary one: gone after the run, and git forgot it.
+    assert not Path(at_ref).exists()
+    listed = subprocess.run(["git", "worktree", "list"], cwd=project, capture_output=True,
+                            text=True, check=True).stdout
+    assert len(listed.strip().splitlines()) == 1
+    result.stdout.fnmatch_lines(["*--hpml-compare-ref=HEAD: measured against HEAD (*)*"])
+
+
+def test_more_work_than_at_ref_fails_the_test_with_its_basis(
+        pytester: pytest.Pytester, project: Path) -> None:
+    _package(project, 3000)
+    result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD", "--hpml-compare-ref-all")
+    result.assert_outcomes(failed=1)
+    assert verdicts[("test_work", "work_units")]["outcome"] == "regressed"
+    result.stdout.fnmatch_lines(["*hpml: failed the comparison with HEAD (*):*",
+                                 "*work_units: 2000 -> 3000 (+50.0%*"])
+    # Every test measured again on both sides: 3 processes each, the first here in-process.
+    assert len(_imported_from()) == 6
+
+
+@pytest.mark.parametrize("work, processes", [(2000, 2), (1000, 6)])
+def test_only_a_suspected_test_is_measured_again(pytester: pytest.Pytester, project: Path,
+                                                 work: int, processes: int) -> None:
+    # Unchanged after the first pair of processes (the test's own and one at HEAD): done. A
+    # measured figure that moved is measured again, up to 3 processes on each side; an exact
+    # figure alone would not be (the same in every process).
+    _package(project, work)
+    result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD")
+    result.assert_outcomes(passed=1)
+    assert verdicts[("test_work", "seconds")]["outcome"] == (
+        "unchanged" if work == 2000 else "improved")
+    assert len(_imported_from()) == processes
+
+
+def test_a_test_that_is_not_at_ref_is_new(pytester: pytest.Pytester, project: Path) -> None:
+    (project / "tests" / "test_added.py").write_text(
+        "def test_added(hpml):\n    hpml.record('t', 1.0, unit='s')\n")
+    (project / "tests" / "test_bench.py").write_text(
+        (project / "tests" / "test_bench.py").read_text()
+        + "\n\ndef test_also_new(hpml):\n    hpml.record('t', 1.0, unit='s')\n")
+    result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD")
+    result.assert_outcomes(passed=3)
+    assert verdicts[("test_added", "t")]["outcome"] == "new"
+    assert "is not in HEAD" in verdicts[("test_added", "t")]["basis"]
+    assert verdicts[("test_also_new", "t")]["outcome"] == "new"
+    assert "the test is not in HEAD" in verdicts[("test_also_new", "t")]["basis"]
+
+
+def test_the_budget_stops_the_comparison_and_says_so(pytester: pytest.Pytester,
+                                                     project: Path) -> None:
+    (project / "tests" / "test_more.py").write_text(
+        "def test_more(hpml):\n    hpml.record('t', 1.0, unit='s')\n")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "two files")
+    result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD",
+                            "--hpml-compare-ref-budget=0.001")
+    result.assert_outcomes(passed=2)
+    # The first test spent the budget: the second is not compared.
+    assert {test for test, _ in verdicts} == {"test_work"}
+    result.stdout.fnmatch_lines(["*not compared with HEAD (*): the --hpml-compare-ref-budget "
+                                 "of 0.001 s is spent*"])
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--hpml-compare-ref=no-such-branch"], "*--hpml-compare-ref=no-such-branch: no commit of "
+                                            "that name in *; give a branch, a tag or a commit*"),
+    (["--hpml-compare-ref=HEAD", "--hpml-compare"], "*--hpml-compare and --hpml-compare-ref="
+                                                    "REF compare with two different things*"),
+])
+def test_what_cannot_be_compared_is_a_usage_error(pytester: pytest.Pytester, project: Path,
+                                                  args: list[str], said: str) -> None:
+    result = pytester.runpytest(*FAST, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([said])
+
+
+def test_outside_a_git_repository_the_option_says_so(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(hpml):\n    pass\n")
+    result = pytester.runpytest(*FAST, "--hpml-compare-ref=HEAD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--hpml-compare-ref=HEAD: * is not inside a git repository*"])
+
+
+def test_xdist_workers_measure_at_the_controllers_worktree(
+        pytester: pytest.Pytester, project: Path) -> None:
+    # xdist workers take the import path the controller started with: the project puts its
+    # src/ there with pytest's own `pythonpath` setting (the worktree's ini has it too).
+    (project / "pytest.ini").write_text("[pytest]\ntestpaths = tests\npythonpath = src\n")
+    (project / "tests" / "test_more.py").write_text(
+        (project / "tests" / "test_bench.py").read_text().replace("test_work", "test_more"))
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "two files")
+    _package(project, 1000)
+    result, verdicts = _run(pytester, "-n", "2", "--hpml-compare-ref=HEAD")
+    result.stdout.fnmatch_lines(["*2 workers*"])
+    result.assert_outcomes(passed=2)
+    assert verdicts[("test_more", "work_units")]["outcome"] == "improved"
+    assert verdicts[("test_work", "work_units")]["outcome"] == "improved"
+    trees = {Path(p).parents[2] for p in _imported_from() if not p.startswith(str(project))}
+    assert len(trees) == 1  # one worktree, the controller's
+    assert not next(iter(trees)).exists()
