@@ -150,7 +150,10 @@ def test_the_budget_stops_the_comparison_and_says_so(pytester: pytest.Pytester,
     # The first test spent the budget: the second is not compared.
     assert {test for test, _ in verdicts} == {"test_work"}
     result.stdout.fnmatch_lines(["*not compared with HEAD (*): the --hpml-compare-ref-budget "
-                                 "of 0.001 s is spent*"])
+                                 "of 0.001 s is spent*",
+                                 "hpml: --hpml-compare-ref=HEAD: 1 row(s) not compared, the "
+                                 "--hpml-compare-ref-budget of 0.001 s spent before their "
+                                 "tests: tests/test_more.py::test_more"])
 
 
 @pytest.mark.parametrize("args, said", [
@@ -191,3 +194,23 @@ def test_xdist_workers_measure_at_the_controllers_worktree(
     trees = {Path(p).parents[2] for p in _imported_from() if not p.startswith(str(project))}
     assert len(trees) == 1  # one worktree, the controller's
     assert not next(iter(trees)).exists()
+
+
+def test_a_blind_spot_of_the_comparison_is_said(pytester: pytest.Pytester,
+                                                project: Path) -> None:
+    # Processes that land far apart (the n-th process: 1.0, 1.4, 0.7, ... times the work):
+    # three on each side cannot see a 2x slowdown, and the summary says so.
+    (project / "tests" / "test_bench.py").write_text(
+        "import os\n\nimport mypkg\n\n\ndef test_work(hpml):\n"
+        "    with open(os.environ['HPML_TEST_PROCESSES'], 'a') as log:\n"
+        "        log.write(mypkg.__file__ + '\\n')\n"
+        "    with open(os.environ['HPML_TEST_PROCESSES']) as log:\n"
+        "        n = len(log.readlines())\n"
+        "    hpml.record('seconds', mypkg.WORK * 1e-6 * [1.0, 1.4, 0.7][n % 3], unit='s')\n")
+    result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD", "--hpml-compare-ref-all")
+    assert verdicts[("test_work", "seconds")]["blind"].startswith("cannot detect a ")
+    result.stdout.fnmatch_lines(["*(blind)*", "  blind spot: test_work seconds: cannot detect*"])
+    plain = pytester.runpytest(*FAST, "-p", "no:benchmark", "--hpml-compare-ref=HEAD",
+                               "--hpml-compare-ref-all")
+    plain.stdout.fnmatch_lines(["hpml: blind spot: tests/test_bench.py::test_work seconds: "
+                                "cannot detect a *x slowdown here*"])
