@@ -5,6 +5,7 @@ never against the direction of the values as measured, and blind spots said with
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -118,7 +119,8 @@ def test_a_metric_that_cannot_see_a_large_change_is_a_blind_spot_with_its_cure()
     noisy = _time(1.0, saves=[[1.0, 1.5, 0.7]])
     verdict = compare_metric(_time(1.1, [1.4, 0.8]), noisy, max_detectable=0.5)
     assert verdict.mdc > 0.5 and verdict.blind
-    assert verdict.blind.startswith(f"cannot detect a {1 + verdict.mdc:.2g}x slowdown here")
+    factor = math.floor(100 * (1 + verdict.mdc)) / 100
+    assert verdict.blind.startswith(f"cannot detect a {factor:.2f}x slowdown here")
     assert "6 processes, spread" in verdict.blind
     assert "more processes" in verdict.blind or "no number of processes" in verdict.blind
     # The same noise under a higher limit, or no limit: nothing said.

@@ -204,10 +204,10 @@ def yardstick_tracks(measured: list[float], relative: list[float]) -> tuple[bool
 
 def blind_spot(n: Noise, mdc: float, limit: float, alpha: float) -> str:
     """What a detectable change beyond `limit` means, and what would narrow it."""
-    factor = 1 + mdc
+    factor = math.floor(100 * (1 + mdc)) / 100  # rounded down: this one passes unseen
     processes = n.runs_before + n.runs_now
     spread = "unknown" if n.between is None else pct(n.between)
-    said = (f"cannot detect a {factor:.2g}x slowdown here (detectable ±{pct(mdc)}, the limit "
+    said = (f"cannot detect a {factor:.2f}x slowdown here (detectable ±{pct(mdc)}, the limit "
             f"is ±{pct(limit)}): {processes} processes, spread {spread}")
     if n.drift and n.process_share < 0.5:
         fix = ("the drift between occasions dominates: more saves on other occasions teach "

@@ -200,7 +200,8 @@ def comparison_table(records: list[Record], title: str = "Comparison with baseli
         notes.append(f"{YARDSTICK_MARK}: the change relative to the machine's yardstick (a "
                      "memcpy timed between the samples), which takes out the speed the whole "
                      "machine gained or lost between the runs; the verdict rests on it where "
-                     "its noise is smaller than that of the values as measured")
+                     "the runs show that it tracks the metric and its noise is the smaller, "
+                     "and never where the values as measured moved the other way")
     return Table(title,
                  ["experiment", "params", "metric", "baseline", "current", "change", "verdict",
                   "detectable"], rows, notes=notes)
