@@ -4,6 +4,7 @@ never against the direction of the values as measured, and blind spots said with
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -195,6 +196,12 @@ def test_a_blind_spot_is_said_in_the_summary_and_under_the_report_table(
     report.stdout.fnmatch_lines(["*test_step*time*±*% (blind)*",
                                  "  blind spot: test_step time: cannot detect *"])
     assert "hpml: blind spot:" not in report.stdout.str()  # said once, under the table
+    files = _run(pytester, [1.05], "--hpml-compare", "--hpml-confirm=0",
+                 "--hpml-report=report.csv")
+    files.assert_outcomes(passed=1)
+    with open(pytester.path / "report.csv", newline="") as f:
+        row = next(r for r in csv.DictReader(f) if r["metric"] == "time")
+    assert row["blind_spot"].startswith("cannot detect a ")
     # The limit is an option a team pins (0: never said).
     pytester.makeini("[pytest]\nhpml_max_detectable = 9\n")
     pinned = _run(pytester, [1.05], "--hpml-compare", "--hpml-confirm=0")
@@ -246,3 +253,23 @@ def test_a_file_whose_save_counts_are_not_counts_is_damaged(tmp_path: Path) -> N
     path.write_text(json.dumps(data))
     with pytest.raises(baselines.BaselineError, match="history_saves holds"):
         baselines.load(path)
+
+
+def test_the_assumed_drift_is_an_option_a_team_pins(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_step=SPREAD_PROCESSES)
+    _run(pytester, [1.0, 1.01, 0.99], "--hpml-save-baseline",
+         "--hpml-baseline-processes=3").assert_outcomes(passed=1)
+    _run(pytester, [1.0], "--hpml-compare", "--hpml-confirm=0",
+         "--hpml-report=r.json").assert_outcomes(passed=1)
+    basis = json.loads((pytester.path / "r.json").read_text())["records"][0]["metrics"][0][
+        "verdict"]["basis"]
+    assert "drift between occasions 4.9 % assumed" in basis
+    pytester.makeini("[pytest]\nhpml_drift = 0\n")
+    _run(pytester, [1.0], "--hpml-compare", "--hpml-confirm=0",
+         "--hpml-report=r.json").assert_outcomes(passed=1)
+    basis = json.loads((pytester.path / "r.json").read_text())["records"][0]["metrics"][0][
+        "verdict"]["basis"]
+    assert "drift" not in basis
+    bad = _run(pytester, [1.0], "--hpml-compare", "--hpml-drift=much")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--hpml-drift: 'much' is not a number; give a fraction*"])

@@ -110,7 +110,7 @@ def writable_problem(path: Path, folder: bool = False) -> str | None:
     return None
 CSV_COLUMNS = ["experiment", "id", "params", "metric", "kind", "value", "unit", "better", "iqr",
                "n_samples", "baseline", "change", "verdict", "detectable", "basis", "source",
-               "note"]
+               "note", "blind_spot"]
 
 
 def _csv_number(value: float | None) -> str:
@@ -131,7 +131,8 @@ def write_csv(stream: TextIO, records: list[Record]) -> None:
                              len(m.samples) if m.samples else "",
                              _csv_number(v and v.baseline), _csv_number(v and v.change),
                              v.outcome if v else "", _csv_number(v and v.mdc),
-                             (v and v.basis) or "", m.source or "", m.note or ""])
+                             (v and v.basis) or "", m.source or "", m.note or "",
+                             (v and v.blind) or ""])
 
 
 def write_report(path: Path, records: list[Record], fingerprint: dict[str, Any], profile: str,
