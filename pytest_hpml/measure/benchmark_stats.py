@@ -1,5 +1,5 @@
 """benchmark.stats: the samples pytest-hpml took for the `benchmark` fixture, under
-pytest-benchmark's field names (pytest_hpml.benchmark_fixture makes them; pure, as the rest of measure/)."""
+pytest-benchmark's field names (pytest_hpml.benchmark_fixture makes them)."""
 
 from __future__ import annotations
 
