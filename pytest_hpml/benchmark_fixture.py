@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from pytest_hpml.benchmark_stats import BenchmarkStats
 from pytest_hpml.fixture import Hpml
+from pytest_hpml.measure.benchmark_stats import BenchmarkStats
 from pytest_hpml.measure.clocks import ClockKind, clock_for
 from pytest_hpml.measure.timing import POLICY_RULES
 from pytest_hpml.measure.yardstick import YardstickClock

@@ -351,9 +351,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     comparison = config.stash[COMPARISON_KEY] = Comparison(config, run_of(config))
-    if comparison.reset and not comparison.save:
-        raise pytest.UsageError("--hpml-reset-baseline restarts the history of the rows a save "
-                                "stores: add --hpml-save-baseline (or leave the option out)")
+    for given, what in ((comparison.reset, "--hpml-reset-baseline restarts the history of the "
+                                           "rows a save stores"),
+                        (comparison.prune, "--hpml-prune-baseline drops, in a save, the rows of "
+                                           "tests that are gone")):
+        if given and not comparison.save:
+            raise pytest.UsageError(f"{what}: add --hpml-save-baseline (or leave the option "
+                                    "out)")
     if (comparison.compare and comparison.confirm) or (comparison.save
                                                        and comparison.processes > 1):
         confirm.start_forkserver_in_background()

@@ -17,8 +17,8 @@ import pytest
 from hpml_testing import FAST, metrics_by_test, run_with_json
 
 from pytest_hpml.benchmark_fixture import ClockChoice, choose_clock
-from pytest_hpml.benchmark_stats import BenchmarkStats
 from pytest_hpml.compare.confirm import split_options
+from pytest_hpml.measure.benchmark_stats import BenchmarkStats
 
 #: A conftest as pytest-benchmark users write them: it implements one of its hooks.
 CONFTEST = """

@@ -51,3 +51,11 @@ def test_reset_baseline_without_a_save_is_a_usage_error(pytester: pytest.Pyteste
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert ("ERROR: --hpml-reset-baseline restarts the history of the rows a save stores: add "
             "--hpml-save-baseline (or leave the option out)") in result.stderr.str()
+
+
+def test_prune_baseline_without_a_save_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(MUST_NOT_RUN)
+    result = pytester.runpytest(*FAST, "--hpml-compare", "--hpml-prune-baseline")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert ("ERROR: --hpml-prune-baseline drops, in a save, the rows of tests that are gone: "
+            "add --hpml-save-baseline (or leave the option out)") in result.stderr.str()
