@@ -244,15 +244,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_hpml_finish(session: pytest.Session) -> None:
-    """The controller's summary: blind spots (when no report table notes them) and the rows
-    the budget left uncompared."""
+    """The controller's summary: the rows the budget left uncompared."""
     comparison = session.config.stash.get(REF_KEY, None)
     if comparison is None:
         return
     run = run_of(session.config)
-    if session.config.option.hpml_report is None:
-        for line in verdicts.blind_spots(run.records):
-            run.say_once(line)
     left = [r.id for r in run.records
             if any("--hpml-compare-ref-budget" in w and "not compared" in w for w in r.warnings)]
     if left:

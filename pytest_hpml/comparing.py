@@ -214,12 +214,9 @@ class Comparison:
             self.rerun_failures += getattr(report, "hpml_rerun_failures", None) or []
 
     def finish(self, session: pytest.Session) -> None:
-        """At the end of the run (controller): blind spots are said; rows the baseline holds of
-        tests that are gone from a sweep fail the run; rows of tests gone from the suite are
-        said once, and a save drops them only with --hpml-prune-baseline."""
-        if self.config.option.hpml_report is None:  # a report's table notes them already
-            for line in verdicts.blind_spots(self.run.records):
-                self.run.say_once(line)
+        """At the end of the run (controller): rows the baseline holds of tests that are gone
+        from a sweep fail the run; rows of tests gone from the suite are said once, and a save
+        drops them only with --hpml-prune-baseline."""
         if self.baseline is None:
             return
         produced = {r.id for r in self.run.records
@@ -332,9 +329,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_option(parser, "--hpml-drift", pin=True, rerun=False, type=policy.fraction,
                default=noise.DEFAULT_DRIFT, metavar="FRACTION",
                help="drift of a time or a rate between occasions (the machine's speed an hour "
-                    "later) assumed until a metric's baseline holds saves from "
-                    f"{noise.DRIFT_MIN_SAVES} occasions, from which it is learned "
-                    f"({noise.DEFAULT_DRIFT}; 0: none)")
+                    f"later) assumed until a baseline holds {noise.DRIFT_MIN_SAVES} saves, "
+                    f"from which it is learned ({noise.DEFAULT_DRIFT}; 0: none)")
     add_option(parser, "--hpml-max-detectable", pin=True, rerun=False, type=policy.fraction,
                default=verdicts.DEFAULT_MAX_DETECTABLE, metavar="FRACTION",
                help="a metric whose detectable change exceeds this is a blind spot, said in "

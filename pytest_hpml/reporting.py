@@ -192,8 +192,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         tr.write_sep("=", f"hpml report (profile {profile_of(config)})")
         tr.write(tables.render(tables.build_tables(run.records, comparison_of(config.option))))
     elif comparison_of(config.option):
-        # No table printed: the verdicts a reader must see, one line each.
-        for line in tables.verdict_lines(run.records):
+        # No table printed: the verdicts a reader must see, and the blind spots, one line each.
+        for line in tables.verdict_lines(run.records) + tables.blind_spot_lines(run.records):
             tr.write_line(f"hpml: {line}")
     for message in run.messages:
         tr.write_line(f"hpml: {message}")

@@ -362,10 +362,3 @@ def failures(record: Record, tolerance: float = DEFAULT_TOLERANCE) -> list[str]:
                          "not recorded by this run; if that is expected (an out-of-memory "
                          "batch, a removed metric), call hpml.expect_missing(...) in the test")
     return lines
-
-
-def blind_spots(records: list[Record]) -> list[str]:
-    """One line per blind spot of a run, for the terminal summary (a metric derived from a
-    timing shares its timing's, which is said once)."""
-    return [f"blind spot: {r.id} {m.name}: {m.verdict.blind}" for r in records
-            for m in r.metrics if m.verdict and m.verdict.blind and not m.derived_from]

@@ -180,6 +180,13 @@ def verdict_lines(records: list[Record]) -> list[str]:
     return lines
 
 
+def blind_spot_lines(records: list[Record]) -> list[str]:
+    """One line per blind spot, for the terminal summary of a comparison without a report (a
+    metric derived from a timing shares its timing's, said once)."""
+    return [f"{BLIND_MARK} {r.id} {m.name}: {m.verdict.blind}" for r in records
+            for m in r.metrics if m.verdict and m.verdict.blind and not m.derived_from]
+
+
 def comparison_table(records: list[Record], title: str = "Comparison with baseline"
                      ) -> Table | None:
     rows = _comparison_rows(records)
