@@ -256,3 +256,19 @@ def test_an_exact_figure_is_never_measured_again_and_keeps_its_own_tolerance() -
     assert within.outcome == "unchanged"
     assert verdicts.failures(Record("r", "r", metrics=[metric])) == [
         f"r registers: 1024 -> 2048 (+100.0%, tolerance 0%): {regressed.basis}"]
+
+
+def test_a_blind_spots_fix_counts_the_processes_a_side_already_has() -> None:
+    from pytest_hpml.compare.noise import Noise, blind_spot
+
+    # A save of 3 processes against one current process. Spread 10 %: three on each side
+    # suffice, and the save has them already, so only the comparison's side is asked for more.
+    enough = Noise(between=0.10, dof=2, within=0.0, runs_now=1, runs_before=3)
+    assert enough.processes_for(0.5, 0.01) == 3
+    assert blind_spot(enough, 0.8, 0.5, 0.01).endswith(
+        "more processes: 3 on each side (--hpml-confirm=2) would bring it under the limit")
+    # Spread 15 %: four on each side, so the save too needs more.
+    more = Noise(between=0.15, dof=2, within=0.0, runs_now=1, runs_before=3)
+    assert blind_spot(more, 0.8, 0.5, 0.01).endswith(
+        "more processes: 4 on each side (--hpml-baseline-processes=4 for the save, "
+        "--hpml-confirm=3) would bring it under the limit")

@@ -107,8 +107,10 @@ class Noise:
         if self.between is None:
             return None
         for n in range(2, most + 1):
-            scaled = Noise(self.between, max(self.dof, 2 * (n - 1)), 0.0, self.drift,
-                           self.drift_dof, self.saves, n, n)
+            # A side that already holds more processes keeps them.
+            before, now = max(n, self.runs_before), max(n, self.runs_now)
+            scaled = Noise(self.between, max(self.dof, before + now - 2), 0.0, self.drift,
+                           self.drift_dof, self.saves, now, before)
             if scaled.mdc(0.0, alpha) <= limit:
                 return n
         return None
@@ -218,9 +220,10 @@ def blind_spot(n: Noise, mdc: float, limit: float, alpha: float) -> str:
                "(--hpml-max-time)")
     else:
         needed = n.processes_for(limit, alpha)
-        fix = (f"more processes: {needed} on each side (--hpml-baseline-processes={needed} "
-               f"for the save, --hpml-confirm={needed - 1}) would bring it under the limit"
-               if needed else
+        save = (f"--hpml-baseline-processes={needed} for the save, "
+                if needed and needed > n.runs_before else "")
+        fix = (f"more processes: {needed} on each side ({save}--hpml-confirm={needed - 1}) "
+               "would bring it under the limit" if needed else
                "no number of processes up to 20 would: longer samples (--hpml-max-time), "
                "a quieter machine, or a larger problem size")
     return f"{said}; {fix}"
