@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpml import policy
-from pytest_hpml.compare import baselines, confirm, noise, suite, verdicts
+from pytest_hpml.compare import baselines, confirm, history, noise, suite, verdicts
 from pytest_hpml.machine.fingerprint import fingerprint, machine_key, software_changes
 from pytest_hpml.policy import marker_options, non_negative, path_option, positive, significance
 from pytest_hpml.report.files import Output, writable_problem
@@ -258,7 +258,7 @@ class Comparison:
                               "not saved; their previous baseline entries are kept.")
         if not passed:
             return []
-        policy = baselines.MergePolicy(
+        policy = history.MergePolicy(
             keep=self.keep, reset=self.reset, prune=self.pruned,
             judge=lambda new, old: verdicts.compare_metric(new, old, self.tolerance, self.alpha,
                                                            drift=self.judging["drift"]),
@@ -304,9 +304,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                metavar="DIR",
                help="folder of baseline files (default: <rootdir>/baselines)")
     add_option(parser, "--hpml-baseline-runs", pin=True, rerun=False, type=positive(int),
-               default=baselines.DEFAULT_KEEP, metavar="N",
+               default=history.DEFAULT_KEEP, metavar="N",
                help="runs of history a baseline keeps per metric, so the run-to-run spread is "
-                    f"known ({baselines.DEFAULT_KEEP})")
+                    f"known ({history.DEFAULT_KEEP})")
     add_option(parser, "--hpml-baseline-processes", pin=True, rerun=False, type=positive(int),
                default=DEFAULT_BASELINE_PROCESSES, metavar="N",
                help="processes a save measures each test in (the run's own and N-1 fresh "

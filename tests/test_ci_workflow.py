@@ -41,8 +41,8 @@ def test_accepting_a_change_starts_a_new_level_and_keeps_the_check_sharp(
     accept.assert_outcomes(passed=1)
     accept.stdout.fnmatch_lines(["hpml: --hpml-save-baseline: 1 metric(s) changed beyond what "
                                  "this machine can detect; their history starts at the new "
-                                 "level*: test_tok.py::test_tokenizer latency: 0.0002159 -> "
-                                 "8.61e-05 s (improved)"])
+                                 "level*: test_tok.py::test_tokenizer latency: 215.9 us -> "
+                                 "86.10 us (improved)"])
     stored = _stored(pytester, "test_tok.py::test_tokenizer", "latency")
     assert stored["history"] == pytest.approx([86.1e-6] * 3)  # the new level only
     assert [(a["before"], a["after"]) for a in stored["accepted"]] == [
