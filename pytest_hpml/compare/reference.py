@@ -33,6 +33,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_hpml.compare.confirm import metrics_by_name
 from pytest_hpml.results import Metric, Record
 
 
@@ -165,12 +166,7 @@ def base_metrics(processes: list[list[Record]], record_id: str) -> dict[str, Met
     """One row's metrics as a baseline measured now: each metric of the first process at REF
     with the values of all of them as its history, one occasion, as measured and relative to
     the yardstick where every process timed it."""
-    found: dict[str, list[Metric]] = {}
-    for records in processes:
-        for record in records:
-            if record.id == record_id:
-                for m in record.metrics:
-                    found.setdefault(m.name, []).append(m)
+    found = metrics_by_name(processes, record_id)
     out = {}
     for name, metrics in found.items():
         first = metrics[0]
