@@ -42,6 +42,7 @@ class Comparison:
         self.prune: bool = opt.hpml_prune_baseline
         self.directory = Path(opt.hpml_baselines or Path(config.rootpath, "baselines"))
         self.baseline: baselines.Baseline | None = None
+        self.rows_by_test: dict[str, list[str]] = {}  # of the baseline, by the test's node id
         # What the run collected and ran, for the stored rows it did not make (compare/suite).
         self.collected: set[str] = set()
         self.ran: set[str] = set()
@@ -119,6 +120,7 @@ class Comparison:
                 + ". Save one on this machine with --hpml-save-baseline (on the base branch), or "
                   "point --hpml-baselines at the folder that has it.")
         self.baseline = found
+        self.rows_by_test = suite.rows_by_test(found.records) if found else {}
 
     def _compare(self, record: Record, can_confirm: int) -> None:
         old = self.baseline.metrics_for(record.id) if self.baseline else {}
@@ -180,13 +182,11 @@ class Comparison:
         """Rows the baseline holds of this test that it did not make this time, appended to
         its records as missing; one line per row that fails (unless the test expects any
         metric to be missing: @pytest.mark.hpml(expect_missing="*"), catch_out_of_memory)."""
-        if self.baseline is None:
-            return []
         made = {r.id for r in records}
         expected = marker_options(item).get("expect_missing") == "*" or any(
             r.may_miss("*") for r in records)
         lines = []
-        for rid in suite.rows_of_test(self.baseline.records, item.nodeid):
+        for rid in self.rows_by_test.get(item.nodeid, []):
             if rid in made:
                 continue
             records.append(self.missing_row(rid, expected))

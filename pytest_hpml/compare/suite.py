@@ -47,9 +47,14 @@ class Gone:
         return self.vanished + self.dropped_by_sweep + self.not_in_suite
 
 
-def rows_of_test(stored: dict[str, dict[str, Any]], nodeid: str) -> list[str]:
-    """The ids of the stored rows that `nodeid` made."""
-    return sorted(rid for rid, data in stored.items() if data.get("test") == nodeid)
+def rows_by_test(stored: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """The ids of the stored rows by the node id of the test that made them (read once per
+    run, so each test's check is a lookup)."""
+    found: dict[str, list[str]] = {}
+    for rid, data in sorted(stored.items()):
+        if data.get("test"):
+            found.setdefault(data["test"], []).append(rid)
+    return found
 
 
 def gone_rows(stored: dict[str, dict[str, Any]], collected: Iterable[str], ran: Iterable[str],
