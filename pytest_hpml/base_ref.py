@@ -15,26 +15,45 @@ the run says which.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from pytest_hpml.compare import confirm, reference, verdicts
+from pytest_hpml import rerun
+from pytest_hpml.compare import engine, reference
+from pytest_hpml.compare.advice import Advice, RefAdvice
+from pytest_hpml.compare.stored import Stored
+from pytest_hpml.judging import rules_of
 from pytest_hpml.policy import non_negative, positive
 from pytest_hpml.results import Record, Verdict
-from pytest_hpml.selection import profile_of
-from pytest_hpml.session import OUTER_RUN_ONLY, add_option, is_controller, run_of
+from pytest_hpml.session import add_option, is_controller, run_of
 
 #: Processes on each side behind the verdict of a suspected test.
 DEFAULT_PROCESSES = 3
 
 
-class RefComparison:
+class AtRef(engine.Source):
+    """The evidence of --hpml-compare-ref: the test's processes at REF, measured now."""
+
+    drift = 0.0  # both sides are measured on one occasion
+
+    def __init__(self, label: str, advice: Advice) -> None:
+        self.label = label
+        self.advice = advice
+        self.processes: list[list[Record]] = []
+
+    def stored(self, record_id: str) -> dict[str, Stored]:
+        found: dict[str, list] = {}
+        for records in self.processes:
+            for record in records:
+                if record.id == record_id:
+                    for m in record.metrics:
+                        found.setdefault(m.name, []).append(m)
+        return {name: Stored.measured_now(ms) for name, ms in found.items()
+                if ms[0].compared}
+
+
+class RefRun:
     """This run's comparison with REF: the worktree, and what it has spent."""
 
     def __init__(self, config: pytest.Config, ref: reference.Ref, tree: Path) -> None:
@@ -44,126 +63,101 @@ class RefComparison:
         self.mapping = reference.Mapping(ref.top, tree)
         self.all: bool = opt.hpml_compare_ref_all
         self.processes: int = opt.hpml_compare_ref_processes
-        self.budget: float = opt.hpml_compare_ref_budget
-        self.spent = 0.0
+        self.budget = engine.Budget(opt.hpml_compare_ref_budget)
         self.worktree: reference.Worktree | None = None  # the controller's, removed at the end
+        self.broken: list[str] = []  # tests REF could not be measured for, and why
 
     @property
     def label(self) -> str:
         return f"{self.ref.name} ({self.ref.short})"
 
-    def _left(self) -> bool:
-        return not self.budget or self.spent < self.budget
+    def place(self) -> rerun.Place:
+        root = self.config.rootpath
+        return rerun.Place(
+            move=self.mapping.argument,
+            environ=lambda env: reference.ref_environment(env, self.mapping, root),
+            sys_path=lambda entries: self.mapping.import_path(entries, root))
 
-    def at_ref(self, item: pytest.Item) -> tuple[list[list[Record]], str | None, bool]:
-        """One fresh process of the test at REF: (its records, what went wrong, whether the
-        test is not there at all)."""
+    def at_ref(self, item: pytest.Item) -> rerun.Fresh:
+        """One fresh process of the test at REF."""
         if self.mapping.moved(item.path) == str(item.path):
-            return [], f"{item.path.name} is not in {self.label}", True
-        started = time.monotonic()
-        config = item.config
-        with tempfile.TemporaryDirectory(prefix="hpml-ref-run-") as folder:
-            report = Path(folder, "ref.json")
-            args = [self.mapping.argument(a) for a in confirm.pytest_args(
-                item, profile_of(config), report, OUTER_RUN_ONLY)]
-            code, output = confirm.run_forked(
-                args, Path(self.mapping.moved(config.invocation_params.dir)),
-                Path(folder, "ref.log"),
-                reference.ref_environment(confirm.rerun_environment(), self.mapping,
-                                          config.rootpath),
-                self.mapping.import_path(list(sys.path), config.rootpath))
-            self.spent += time.monotonic() - started
-            if code in reference.NOT_THERE and not report.exists():
-                return [], f"the test is not in {self.label}", True
-            if code != 0 or not report.exists():
-                tail = " | ".join(output.strip().splitlines()[-3:])
-                return [], f"its process at {self.label} exited {code}: {tail}", False
-            document = json.loads(report.read_text(encoding="utf-8"))
-            return [[Record.from_dict(r) for r in document["records"]]], None, False
+            return rerun.Fresh(absent={item.nodeid})  # its file is not at REF
+        return self.budget.spend(lambda: rerun.run_fresh(
+            self.config, [item.nodeid], 1, self.place(), what=f"its process at {self.label}"))
 
-    def here(self, item: pytest.Item) -> tuple[list[list[Record]], list[str]]:
+    def here(self, item: pytest.Item) -> rerun.Fresh:
         """One fresh process of the test here, as a confirmation runs it."""
-        started = time.monotonic()
-        found, problems = confirm.rerun(item, profile_of(item.config), 1, OUTER_RUN_ONLY)
-        self.spent += time.monotonic() - started
-        return found, problems
+        return self.budget.spend(lambda: rerun.run_fresh(self.config, [item.nodeid], 1))
 
     def judge(self, item: pytest.Item, records: list[Record]) -> list[str]:
         """Fill the verdicts of the test's records against REF; returns the failing lines."""
-        if not self._left():
+        if not self.budget.left:
             for record in records:
                 record.warnings.append(f"not compared with {self.label}: the "
-                                       f"--hpml-compare-ref-budget of {self.budget:g} s is spent")
+                                       f"--hpml-compare-ref-budget of {self.budget.seconds:g} s "
+                                       "is spent")
             return []
-        at_ref, problem, absent = self.at_ref(item)
-        if problem:
+        first = self.at_ref(item)
+        if first.broken:
+            # REF could not run at all (its conftest failed to import, a plugin it lacks):
+            # nothing was compared, and saying `new` would pass a run that checked nothing.
+            why = f"{self.label} could not be measured: {first.broken}"
+            self.broken.append(f"{item.nodeid}: {why}")
+            return [f"{item.nodeid}: {why}"]
+        if item.nodeid in first.absent:
             for record in records:
-                _all_new(record, problem if absent else f"not compared: {problem}")
+                _all_new(record, f"the test is not in {self.label}")
             return []
-        self._judge(records, at_ref)
-        # An exact figure is the same in every process: measuring it again says nothing new.
-        suspected = self.all or any(verdicts.outcome(m) not in (None, "unchanged", "new")
-                                    and not m.exact for r in records for m in r.metrics)
-        again: list[list[Record]] = []
-        for i in range(self.processes - 1 if suspected else 0):
-            if not self._left():
-                records[0].warnings.append(f"{i + 1} of {self.processes} processes on each "
-                                           "side: the --hpml-compare-ref-budget is spent")
-                break
+        source = AtRef(f"against {self.label} measured now, interleaved",
+                       RefAdvice(self.processes, self.all))
+        source.processes = list(first.records)
+        for record in records:
+            record.warnings += first.problems
+        rules = source.rules(rules_of(self.config))
+        rounds = {"done": 0}
+
+        def judge_all(left: int) -> None:
+            for record in records:
+                engine.judge(record, source.stored(record.id), rules, 0, source.advice,
+                             said=source.label)
+
+        def measure_pair(pending: list[Record]) -> None:
             # Alternate which side goes first, so neither always follows the other.
-            for side in ("here", "ref") if i % 2 == 0 else ("ref", "here"):
+            sides = ("here", "ref") if rounds["done"] % 2 == 0 else ("ref", "here")
+            rounds["done"] += 1
+            for side in sides:
+                fresh = self.here(item) if side == "here" else self.at_ref(item)
                 if side == "here":
-                    more, problems = self.here(item)
-                    again += more
+                    engine.add_processes(records, fresh.records)
                 else:
-                    more, problem, _ = self.at_ref(item)
-                    at_ref += more
-                    problems = [problem] if problem else []
-                records[0].warnings += problems
-        for record in records:
-            measured = confirm.metrics_by_name(again, record.id)
-            for m in record.metrics:
-                values = [x for x in measured.get(m.name, []) if m.compared]
-                m.runs = [x.value for x in values] or None
-                relative = [x.relative for x in values]
-                if m.relative is not None and values and None not in relative:
-                    m.relative_runs = relative
-        self._judge(records, at_ref)
-        lines = [line for r in records for line in verdicts.failures(r, self.tolerance)]
+                    source.processes += fresh.records
+                records[0].warnings += fresh.problems
+
+        done = engine.settle(records, judge_all,
+                             (lambda r: True) if self.all else engine.unsettled,
+                             measure_pair, self.processes - 1, self.budget)
+        if done < self.processes - 1 and not self.budget.left and any(
+                engine.unsettled(r) for r in records):
+            records[0].warnings.append(f"{done + 1} of {self.processes} processes on each "
+                                       "side: the --hpml-compare-ref-budget is spent")
+        lines = [line for r in records for line in engine.failures(r, rules)]
         made = {r.id for r in records}
-        for row in reference.rows_only_at_ref(at_ref, made):
-            row.metrics = verdicts.compare_record(row, reference.base_metrics(at_ref, row.id))
+        for shell in reference.rows_only_at_ref(source.processes, made):
+            row = engine.missing_row(shell, source.stored(shell.id))
             records.append(row)
-            lines += verdicts.failures(row, self.tolerance)
+            lines += engine.failures(row, rules)
         return lines
-
-    @property
-    def tolerance(self) -> float:
-        return self.config.option.hpml_tolerance
-
-    def _judge(self, records: list[Record], at_ref: list[list[Record]]) -> None:
-        said = f"against {self.label} measured now, interleaved"
-        for record in records:
-            record.metrics = [m for m in record.metrics if verdicts.outcome(m) != "missing"]
-            record.metrics.extend(verdicts.compare_record(
-                record, reference.base_metrics(at_ref, record.id), self.tolerance,
-                self.config.option.hpml_alpha, drift=0.0,
-                max_detectable=self.config.option.hpml_max_detectable or None))
-            for m in record.metrics:
-                if m.verdict is not None and m.verdict.outcome != "new":
-                    m.verdict = dataclasses.replace(
-                        m.verdict, basis=f"{said}; {m.verdict.basis}" if m.verdict.basis
-                        else said)
 
 
 def _all_new(record: Record, why: str) -> None:
     for m in record.metrics:
         if m.compared:
-            m.verdict = Verdict("new", basis=why)
+            record.verdicts[m.name] = Verdict("new", unit=m.unit, basis=why,
+                                              current=record.values_of(m.name).value)
     record.warnings.append(why)
 
 
-REF_KEY = pytest.StashKey[RefComparison]()
+REF_KEY = pytest.StashKey[RefRun]()
 
 
 # -- pytest hooks -------------------------------------------------------------------------------
@@ -205,9 +199,9 @@ def pytest_configure(config: pytest.Config) -> None:
             tree = own.path
     except reference.RefError as exc:
         raise pytest.UsageError(str(exc)) from None
-    comparison = config.stash[REF_KEY] = RefComparison(config, ref, tree)
+    comparison = config.stash[REF_KEY] = RefRun(config, ref, tree)
     comparison.worktree = own
-    confirm.start_forkserver_in_background()
+    rerun.start_forkserver_in_background()
     if is_controller(config):
         run.say_once(f"--hpml-compare-ref={name}: measured against {comparison.label}, checked "
                      f"out in {tree} for this run, in fresh processes beside this one")
@@ -253,6 +247,6 @@ def pytest_hpml_finish(session: pytest.Session) -> None:
             if any("--hpml-compare-ref-budget" in w and "not compared" in w for w in r.warnings)]
     if left:
         run.say_once(f"--hpml-compare-ref={comparison.ref.name}: {len(left)} row(s) not "
-                     f"compared, the --hpml-compare-ref-budget of {comparison.budget:g} s "
+                     f"compared, the --hpml-compare-ref-budget of {comparison.budget.seconds:g} s "
                      f"spent before their tests: {'; '.join(left[:5])}"
                      + (" ..." if len(left) > 5 else ""))

@@ -22,7 +22,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
-from pytest_hpml.compare import baselines, results_files, seed, verdicts
+from pytest_hpml.compare import baselines, engine, results_files, seed, verdicts
+from pytest_hpml.compare.verdicts import Rules
 from pytest_hpml.machine.fingerprint import SOFTWARE_KEYS, machine_key
 from pytest_hpml.report import files, tables
 from pytest_hpml.report.units import format_value
@@ -50,49 +51,66 @@ def _machine(document: dict[str, Any]) -> str:
 def read_any(path: Path) -> tuple[list[Record], str]:
     """The records of a pytest-hpml report or baseline, or of a pytest-benchmark run (a file,
     or its storage folder), and what the file is, in words."""
-    path = Path(path)
+    evidence = _evidence(path)
+    return evidence.records, _what(evidence)
+
+
+def _evidence(path: Path) -> results_files.Evidence:
     try:
-        if path.is_dir() or seed.is_pytest_benchmark(_document(path)):
-            records, source, _ = seed.read_run(path)
-            return records, source
-        document = _document(path)
-        kind = "baseline" if document.get("schema", "").startswith("pytest-hpml/baseline") \
-            else "report"
-        what = f"pytest-hpml {kind} ({_machine(document)}, profile {document.get('profile')})"
-        return results_files.read_results(path), what
+        return results_files.read_evidence(path)
     except (ValueError, baselines.BaselineError, AttributeError) as exc:
         raise CliError(str(exc)) from exc
 
 
+def _what(evidence: results_files.Evidence) -> str:
+    if evidence.seeded_from:
+        return evidence.seeded_from
+    return (f"pytest-hpml {evidence.kind} ({evidence.machine or 'unknown machine'}, profile "
+            f"{evidence.profile})")
+
+
 # -- compare -------------------------------------------------------------------------------------
 
-def compare(old: Path, new: Path, fmt: str, tolerance: float, alpha: float,
-            out: TextIO) -> int:
-    before, before_what = read_any(old)
-    after, after_what = read_any(new)
-    for metric in (m for r in before for m in r.metrics if m.runs and not m.history):
-        # A report of a save, or of a confirmed comparison, holds the values of its fresh
-        # processes: they are the runs a baseline would have kept.
-        metric.history = [metric.value, *metric.runs]
-        if metric.relative is not None and metric.relative_runs and not metric.relative_history:
-            metric.relative_history = [metric.relative, *metric.relative_runs]
-    records = results_files.compare_results(before, after, tolerance=tolerance, alpha=alpha)
-    failing = [line for r in records for line in verdicts.failures(r, tolerance)]
+def compare(old: Path, new: Path, fmt: str, rules: Rules, out: TextIO, *,
+            allow_missing: bool = False, allow_other_machine: bool = False) -> int:
+    before, after = _evidence(old), _evidence(new)
+    differ = [f"{what}: {a} in OLD, {b} in NEW" for what, a, b in (
+        ("machine", before.machine, after.machine), ("profile", before.profile, after.profile))
+        if a and b and a != b]
+    if differ and not allow_other_machine:
+        raise CliError("OLD and NEW were not measured alike (" + "; ".join(differ) + "): their "
+                       "timings are not comparable. Compare runs of one machine and profile, "
+                       "or give --allow-other-machine to compare them anyway")
+    records = results_files.judge_all(before, after.records, rules)
+    gone = [r for r in records if r.metrics == [] and r.verdicts and r.id not in
+            {x.id for x in after.records}]
+    if allow_missing:
+        for row in gone:
+            row.expected_missing = ["*"]
+    failing = [line for r in records for line in engine.failures(r, rules)]
     if fmt == "csv":
         files.write_csv(out, records)
         return 1 if failing else 0
     bullet = "- " if fmt == "markdown" else ""
-    out.write(f"{bullet}old: {old}: {before_what}\n{bullet}new: {new}: {after_what}\n\n")
+    out.write(f"{bullet}old: {old}: {_what(before)}\n{bullet}new: {new}: {_what(after)}\n")
+    if differ:
+        out.write(f"{bullet}compared anyway (--allow-other-machine): " + "; ".join(differ)
+                  + "\n")
+    out.write("\n")
     table = tables.comparison_table(records)
     if table is None:
         out.write("no measured metric to compare\n")
         return 0
-    seeded = sorted({m.seeded_from for r in before for m in r.metrics if m.seeded_from})
-    table.notes += [verdicts.seeded_basis(source) for source in seeded]
+    if before.seeded_from:
+        table.notes.append(verdicts.seeded_basis(before.seeded_from))
     out.write(tables.render([table], FORMATS[fmt]))
-    counts = Counter(m.verdict.outcome for r in records for m in r.metrics if m.verdict)
+    counts = Counter(v.outcome for r in records for v in r.verdicts.values())
     out.write("\n" + ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
               + "\n")
+    if gone:
+        said = "said, not failed (--allow-missing)" if allow_missing else "they fail the " \
+            "comparison; --allow-missing when NEW ran part of the suite"
+        out.write(f"\n{len(gone)} row(s) of OLD that NEW does not have: {said}\n")
     if failing:
         heading = "## Failed the comparison" if fmt == "markdown" else "failed the comparison:"
         out.write(f"\n{heading}\n" + "".join(f"{bullet or '  '}{line}\n" for line in failing))
@@ -207,6 +225,12 @@ def parser() -> argparse.ArgumentParser:
                      f"({verdicts.DEFAULT_TOLERANCE})")
     cmp.add_argument("--alpha", type=float, default=verdicts.DEFAULT_ALPHA, metavar="P",
                      help=f"significance level of a verdict ({verdicts.DEFAULT_ALPHA})")
+    cmp.add_argument("--allow-missing", action="store_true",
+                     help="rows of OLD that NEW lacks are said and do not fail (NEW ran part of "
+                          "the suite)")
+    cmp.add_argument("--allow-other-machine", action="store_true",
+                     help="compare runs of different machines or size profiles (refused "
+                          "otherwise: their timings are not comparable)")
     shw = commands.add_parser("show", help="what a baseline or report holds")
     shw.add_argument("file", type=Path, metavar="FILE")
     sd = commands.add_parser("seed", help="seed this machine's baseline from a pytest-benchmark "
@@ -228,7 +252,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         if args.command == "compare":
             if not (0 <= args.tolerance < 10 and 0 < args.alpha < 1):
                 raise CliError("--tolerance takes a fraction such as 0.1, --alpha one in (0, 1)")
-            return compare(args.old, args.new, args.format, args.tolerance, args.alpha, out)
+            return compare(args.old, args.new, args.format,
+                           Rules(args.tolerance, args.alpha), out,
+                           allow_missing=args.allow_missing,
+                           allow_other_machine=args.allow_other_machine)
         if args.command == "show":
             return show(args.file, out)
         return seed_baseline(args.run, args.baselines, args.profile, out)

@@ -12,17 +12,34 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpml import policy
-from pytest_hpml.compare import baselines, confirm, history, noise, suite, verdicts
+from pytest_hpml import rerun
+from pytest_hpml.compare import baselines, engine, history, suite
+from pytest_hpml.compare.advice import Advice, StoredAdvice
+from pytest_hpml.compare.stored import Stored
+from pytest_hpml.compare.verdicts import seeded_basis
+from pytest_hpml.judging import rules_of
 from pytest_hpml.machine.fingerprint import fingerprint, machine_key, software_changes
-from pytest_hpml.policy import marker_options, non_negative, path_option, positive, significance
+from pytest_hpml.policy import marker_options, non_negative, path_option, positive
 from pytest_hpml.report.files import Output, writable_problem
 from pytest_hpml.results import Record
 from pytest_hpml.selection import profile_of
-from pytest_hpml.session import OUTER_RUN_ONLY, HpmlRun, add_option, is_controller, run_of
+from pytest_hpml.session import HpmlRun, add_option, is_controller, run_of
 
 
-class Comparison:
+class StoredBaseline(engine.Source):
+    """The evidence of --hpml-compare: this machine's baseline file."""
+
+    label = "the baseline"
+
+    def __init__(self, baseline: baselines.Baseline | None, advice: Advice) -> None:
+        self.baseline = baseline
+        self.advice = advice
+
+    def stored(self, record_id: str) -> dict[str, Stored]:
+        return self.baseline.metrics_for(record_id) if self.baseline else {}
+
+
+class BaselineRun:
     """This run's baseline options and the baseline file, read once."""
 
     def __init__(self, config: pytest.Config, run: HpmlRun) -> None:
@@ -35,13 +52,11 @@ class Comparison:
         self.reset: bool = opt.hpml_reset_baseline
         self.confirm: int = opt.hpml_confirm
         self.processes: int = opt.hpml_baseline_processes
-        self.tolerance: float = opt.hpml_tolerance
-        self.alpha: float = opt.hpml_alpha
-        self.judging = {"drift": opt.hpml_drift, "max_detectable": opt.hpml_max_detectable or None}
         self.require: bool = opt.hpml_require_baseline
         self.prune: bool = opt.hpml_prune_baseline
         self.directory = Path(opt.hpml_baselines or Path(config.rootpath, "baselines"))
         self.baseline: baselines.Baseline | None = None
+        self.source = StoredBaseline(None, StoredAdvice(self.confirm, self.processes))
         self.rows_by_test: dict[str, list[str]] = {}  # of the baseline, by the test's node id
         # What the run collected and ran, for the stored rows it did not make (compare/suite).
         self.collected: set[str] = set()
@@ -53,6 +68,10 @@ class Comparison:
         # all of the run's, gathered by the controller and said once at the end.
         self.new_rerun_failures: list[str] = []
         self.rerun_failures: list[str] = []
+
+    @property
+    def rules(self) -> engine.Rules:
+        return rules_of(self.config)
 
     # The machine's identity asks torch about GPUs: only runs that compare or save pay for it.
     @property
@@ -108,7 +127,7 @@ class Comparison:
             seeded = {m.get("seeded_from") for r in found.records.values()
                       for m in r.get("metrics", [])} - {None}
             for source in sorted(seeded) if self.compare else ():
-                self.run.say_once(f"--hpml-compare: {verdicts.seeded_basis(source)}")
+                self.run.say_once(f"--hpml-compare: {seeded_basis(source)}")
         if found is None and self.compare and self.require:
             others = sorted(p.name for p in self.directory.glob("*.json")) \
                 if self.directory.is_dir() else []
@@ -120,31 +139,18 @@ class Comparison:
                 + ". Save one on this machine with --hpml-save-baseline (on the base branch), or "
                   "point --hpml-baselines at the folder that has it.")
         self.baseline = found
+        self.source.baseline = found
         self.rows_by_test = suite.rows_by_test(found.records) if found else {}
-
-    def _compare(self, record: Record, can_confirm: int) -> None:
-        old = self.baseline.metrics_for(record.id) if self.baseline else {}
-        record.metrics = [m for m in record.metrics if verdicts.outcome(m) != "missing"]
-        record.metrics.extend(verdicts.compare_record(record, old, self.tolerance, self.alpha,
-                                                      can_confirm, **self.judging))
 
     def measure_again(self, item: pytest.Item, records: list[Record], processes: int,
                       why: str) -> None:
-        """Run the test in `processes` fresh processes and give each measured metric its
-        values from them (Metric.runs)."""
-        reruns, problems = confirm.rerun(item, self.profile, processes, OUTER_RUN_ONLY)
-        self.new_rerun_failures += [f"{item.nodeid}: {p}" for p in problems]
+        """Run the test in `processes` fresh processes and fold what they measured into its
+        records (engine.add_processes)."""
+        fresh = rerun.run_fresh(item.config, [item.nodeid], processes, what=why)
+        self.new_rerun_failures += [f"{item.nodeid}: {p}" for p in fresh.problems]
+        engine.add_processes(records, fresh.records)
         for record in records:
-            measured = confirm.metrics_by_name(reruns, record.id)
-            for m in record.metrics:
-                again = measured.get(m.name, [])
-                if not m.compared or not again:
-                    continue
-                m.runs = [*(m.runs or []), *(x.value for x in again)]
-                relative = [x.relative for x in again]
-                if m.relative is not None and None not in relative:
-                    m.relative_runs = [*(m.relative_runs or []), *relative]
-            record.warnings += [f"{why}: {p}" for p in problems]
+            record.warnings += [f"{why}: {p}" for p in fresh.problems]
 
     def judge(self, item: pytest.Item, records: list[Record], may_confirm: bool = True
               ) -> list[str]:
@@ -154,29 +160,25 @@ class Comparison:
         Fresh processes run one at a time, up to --hpml-confirm: all of them while they show
         the change, and no more once one brings it back within the tolerance (a suspicion the
         next process dispels costs one)."""
-        left = self.confirm if may_confirm else 0
-        for record in records:
-            self._compare(record, can_confirm=left)
-        suspected = [r for r in records if verdicts.suspects(r)]
-        while suspected and left:
-            self.measure_again(item, suspected, 1, "confirmation")
-            left -= 1
-            for record in suspected:
-                self._compare(record, can_confirm=left)
-            suspected = [r for r in suspected if verdicts.suspects(r)]
-        lines = [line for r in records for line in verdicts.failures(r, self.tolerance)]
+        rules = self.source.rules(self.rules)
+
+        def judge_all(left: int) -> None:
+            for record in records:
+                engine.judge(record, self.source.stored(record.id), rules, left,
+                             self.source.advice)
+
+        engine.settle(records, judge_all, engine.suspected,
+                      lambda pending: self.measure_again(item, pending, 1, "confirmation"),
+                      self.confirm if may_confirm else 0)
+        lines = [line for r in records for line in engine.failures(r, rules)]
         return lines + self.vanished_rows(item, records)
 
     def missing_row(self, rid: str, expected: bool = False) -> Record:
         """A stored row this run did not make, every metric of it `missing`."""
         data = self.baseline.records[rid] if self.baseline else {}
-        row = Record(id=rid, experiment=data.get("experiment", rid), test=data.get("test", ""),
-                     params=dict(data.get("params", {})), order=list(data.get("order", [])),
-                     expected_missing=["*"] if expected else [])
-        row.metrics = verdicts.compare_record(
-            row, self.baseline.metrics_for(rid) if self.baseline else {}, self.tolerance,
-            self.alpha)
-        return row
+        shell = Record(id=rid, experiment=data.get("experiment", rid), test=data.get("test", ""),
+                       params=dict(data.get("params", {})), order=list(data.get("order", [])))
+        return engine.missing_row(shell, self.source.stored(rid), expected)
 
     def vanished_rows(self, item: pytest.Item, records: list[Record]) -> list[str]:
         """Rows the baseline holds of this test that it did not make this time, appended to
@@ -219,8 +221,7 @@ class Comparison:
         drops them only with --hpml-prune-baseline."""
         if self.baseline is None:
             return
-        produced = {r.id for r in self.run.records
-                    if any(verdicts.outcome(m) != "missing" for m in r.metrics)}
+        produced = {r.id for r in self.run.records if r.metrics}
         gone = suite.gone_rows(self.baseline.records, self.collected, self.ran, produced,
                                lambda f: Path(self.config.rootpath, f).exists(),
                                suite.selection_complete(self.config.option, self.deselected))
@@ -245,7 +246,8 @@ class Comparison:
         """A save measures in fresh processes too, so that the baseline knows this machine's
         between-run spread from the first save (a comparison's confirmations count)."""
         extra = self.processes - 1
-        pending = [r for r in records if any(m.compared and not m.runs for m in r.metrics)]
+        pending = [r for r in records
+                   if any(m.compared and m.name not in r.replicates for m in r.metrics)]
         if extra > 0 and pending:
             self.measure_again(item, pending, extra, "baseline process")
 
@@ -258,10 +260,10 @@ class Comparison:
                               "not saved; their previous baseline entries are kept.")
         if not passed:
             return []
+        if not self.reset:
+            self._judge_levels(passed)
         policy = history.MergePolicy(
             keep=self.keep, reset=self.reset, prune=self.pruned,
-            judge=lambda new, old: verdicts.compare_metric(new, old, self.tolerance, self.alpha,
-                                                           drift=self.judging["drift"]),
             when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
         saved = baselines.save(self.path, fingerprint(), self.profile, passed, policy)
         if saved.levels:
@@ -279,12 +281,25 @@ class Comparison:
         return [self.path]  # a symlink is shown with the file it links to
 
 
+    def _judge_levels(self, records: list[Record]) -> None:
+        """Verdicts for the rows a comparison did not judge, against the file as it is now:
+        a save starts a new level where the engine says a metric moved beyond the noise (a
+        figure derived from a timing with its timing)."""
+        stored = baselines.load(self.path) if self.path.exists() else None
+        if stored is None:
+            return
+        rules = self.rules
+        for record in records:
+            if not record.verdicts:
+                engine.judge(record, stored.metrics_for(record.id), rules)
+
+
 def _some(items: list[str], shown: int = 5) -> str:
     return "; ".join(items[:shown]) + (f" ... ({len(items)} in all)" if len(items) > shown
                                        else "")
 
 
-COMPARISON_KEY = pytest.StashKey[Comparison]()
+BASELINE_KEY = pytest.StashKey[BaselineRun]()
 #: Fresh processes behind a failing verdict: with the suspect run, three process medians,
 #: enough to estimate the spread between processes.
 DEFAULT_CONFIRMATIONS = 2
@@ -318,24 +333,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_option(parser, "--hpml-reset-baseline", action="store_true", rerun=False,
                help="with --hpml-save-baseline: restart the history of the saved rows "
                     "instead of appending to it (after a hardware or driver change)")
-    add_option(parser, "--hpml-tolerance", pin=True, rerun=False, type=policy.fraction,
-               default=verdicts.DEFAULT_TOLERANCE, metavar="FRACTION",
-               help="default relative change before a metric counts as changed "
-                    f"({verdicts.DEFAULT_TOLERANCE})")
-    add_option(parser, "--hpml-alpha", pin=True, rerun=False, type=significance,
-               default=verdicts.DEFAULT_ALPHA, metavar="P",
-               help="significance level of a verdict: a change must be this unlikely under "
-                    f"the noise this machine has shown ({verdicts.DEFAULT_ALPHA})")
-    add_option(parser, "--hpml-drift", pin=True, rerun=False, type=policy.fraction,
-               default=noise.DEFAULT_DRIFT, metavar="FRACTION",
-               help="drift of a time or a rate between occasions (the machine's speed an hour "
-                    f"later) assumed until a baseline holds {noise.DRIFT_MIN_SAVES} saves, "
-                    f"from which it is learned ({noise.DEFAULT_DRIFT}; 0: none)")
-    add_option(parser, "--hpml-max-detectable", pin=True, rerun=False, type=policy.fraction,
-               default=verdicts.DEFAULT_MAX_DETECTABLE, metavar="FRACTION",
-               help="a metric whose detectable change exceeds this is a blind spot, said in "
-                    "the summary and the report with what would narrow it "
-                    f"({verdicts.DEFAULT_MAX_DETECTABLE}; 0: never said)")
     add_option(parser, "--hpml-confirm", pin=True, rerun=False, type=non_negative(int),
                default=DEFAULT_CONFIRMATIONS, metavar="N",
                help="fresh processes that measure a suspected regression again before it "
@@ -346,7 +343,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    comparison = config.stash[COMPARISON_KEY] = Comparison(config, run_of(config))
+    comparison = config.stash[BASELINE_KEY] = BaselineRun(config, run_of(config))
     for given, what in ((comparison.reset, "--hpml-reset-baseline restarts the history of the "
                                            "rows a save stores"),
                         (comparison.prune, "--hpml-prune-baseline drops, in a save, the rows of "
@@ -356,7 +353,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                     "out)")
     if (comparison.compare and comparison.confirm) or (comparison.save
                                                        and comparison.processes > 1):
-        confirm.start_forkserver_in_background()
+        rerun.start_forkserver_in_background()
     if comparison.compare or (comparison.save and is_controller(config)):
         # Workers compare too, against the file the controller checked.
         comparison.open()
@@ -366,7 +363,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
                       records: list[Record]) -> None:
-    comparison = item.config.stash[COMPARISON_KEY]
+    comparison = item.config.stash[BASELINE_KEY]
     failing = []
     comparison.new_rerun_failures = []
     if comparison.compare:
@@ -383,14 +380,14 @@ def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
 
 
 def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
-    comparison = config.stash[COMPARISON_KEY]
+    comparison = config.stash[BASELINE_KEY]
     if not comparison.save:
         return []
     return [Output("baseline", comparison.path, comparison.write)]
 
 
 def pytest_hpml_finish(session: pytest.Session) -> None:
-    comparison = session.config.stash[COMPARISON_KEY]
+    comparison = session.config.stash[BASELINE_KEY]
     if comparison.compare or comparison.save:
         comparison.finish(session)
     failures = comparison.rerun_failures

@@ -7,6 +7,10 @@ A metric says what kind of number it is, and each part of the plugin acts on the
     reference  a published figure (paper, datasheet), shown beside measurements with its source;
                never stored in baselines nor exported
     setting    a constant of the experiment (a batch size, a ceiling it divides by); shown only
+
+A Metric is what one process measured. Beside it, a Record keeps what later stages made of it:
+the values of further fresh processes (Replicates) and the verdict of a comparison (Verdict).
+What a baseline stores of a metric is the compare stage's own value (compare/stored.py).
 """
 
 from __future__ import annotations
@@ -18,39 +22,92 @@ from typing import Any, Literal
 Better = Literal["lower", "higher"] | None
 Kind = Literal["measured", "check", "reference", "setting"]
 KINDS: tuple[str, ...] = ("measured", "check", "reference", "setting")
-VERDICTS = ("improved", "unchanged", "regressed", "ambiguous", "new", "missing", "suspect")
+VERDICTS = ("improved", "unchanged", "regressed", "ambiguous", "new", "missing", "suspect",
+            "incomparable")
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A change a save accepted as a metric's new level: when, and the level before and after
+    (in the unit of the verdict that carries it)."""
+
+    on: str  # ISO 8601 date and time of the save
+    before: float
+    after: float
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """How a measured metric compares with the stored baseline, and what that rests on; made by
-    a comparison (pytest_hpml.compare.verdicts) and kept beside the measurement."""
+    """How a measured metric of this run compares with its evidence (a stored baseline, the
+    code at a git ref measured now, another report), and what that rests on: a value beside the
+    measurement, made by the comparison engine (pytest_hpml.compare.engine)."""
 
     outcome: str  # one of VERDICTS
+    unit: str = ""  # of `baseline` and `current` (the baseline's values are converted to it)
     baseline: float | None = None  # the stored value the change is measured from
+    current: float | None = None  # the value the verdict rests on: the median of the processes
     change: float | None = None  # relative change from `baseline`
     mdc: float | None = None  # the smallest relative change this machine can detect
     basis: str | None = None  # what the verdict rests on, in words
     # The change is relative to the machine's yardstick, not as measured.
     relative: bool = False
     p_value: float | None = None  # of the rank test, where one was run
-    # The stored level's last accepted change, in words: "accepted on DATE: before -> after".
-    accepted: str | None = None
+    accepted: Accepted | None = None  # the stored level's last accepted change
     # A blind spot: the detectable change exceeds --hpml-max-detectable; what it cannot see
     # and what would narrow it, in words.
     blind: str | None = None
+    processes: int | None = None  # this run's processes behind `current`
 
     def __post_init__(self) -> None:
         if self.outcome not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, not {self.outcome!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None and v is not False}
+        data = {k: v for k, v in asdict(self).items() if v is not None and v is not False
+                and v != ""}
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
         known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in known})
+        fields = {k: v for k, v in data.items() if k in known}
+        accepted = fields.get("accepted")
+        # Reports of pytest-hpml 0.2 said the accepted level in words: not read back.
+        fields["accepted"] = Accepted(**accepted) if isinstance(accepted, dict) else None
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class Replicates:
+    """A metric's values from every process of this run that measured it, the test's own
+    first: as measured, and relative to each process's yardstick (None unless every process
+    timed it). What a verdict, a save and an export rest on; made in one place
+    (pytest_hpml.compare.engine.merge)."""
+
+    values: tuple[float, ...]
+    relative: tuple[float, ...] | None = None
+
+    @property
+    def value(self) -> float:
+        """The median of the finite values (NaN where there is none)."""
+        finite = sorted(v for v in self.values if math.isfinite(v))
+        if not finite:
+            return self.values[0] if self.values else math.nan
+        mid = len(finite) // 2
+        return finite[mid] if len(finite) % 2 else (finite[mid - 1] + finite[mid]) / 2
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"values": list(self.values)}
+        if self.relative is not None:
+            data["relative"] = list(self.relative)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Replicates:
+        values = tuple(_number_or_nan(v) for v in data["values"])
+        relative = data.get("relative")
+        return cls(values, tuple(_number_or_nan(v) for v in relative)
+                   if isinstance(relative, list) and len(relative) == len(values) else None)
 
 
 @dataclass
@@ -76,25 +133,6 @@ class Metric:
     # Seconds of the machine's yardstick timed alongside (CPU timings and what derives from
     # them): comparisons may judge the value relative to it (pytest_hpml.measure.yardstick).
     yardstick: float | None = None
-    # The metric's values from further fresh processes of this run (a save's extra processes,
-    # a comparison's confirmation runs), beside `value` from the test's own process; as
-    # measured, and relative to each process's yardstick.
-    runs: list[float] | None = None
-    relative_runs: list[float] | None = None
-    # Baselines only: the values of the last runs, oldest first; as measured, and relative
-    # (the tail of the runs as measured that timed the yardstick); how many values each save
-    # added, oldest first (each save is one occasion: the drift between them is learned);
-    # and the changes a save accepted, oldest first: {"on": ISO date, "before", "after"}.
-    history: list[float] | None = None
-    relative_history: list[float] | None = None
-    history_saves: list[int] | None = None
-    accepted: list[dict[str, Any]] | None = None
-    # Baselines only: where a value came from when another tool measured it (a pytest-benchmark
-    # run seeded with `python -m pytest_hpml seed`): its between-run spread is unknown, and the
-    # first save of pytest-hpml's own runs replaces it.
-    seeded_from: str | None = None
-    # Made by a comparison with a baseline; absent otherwise.
-    verdict: Verdict | None = None
     # Spread of the samples, for printing "median ± IQR".
     iqr: float | None = None
 
@@ -148,8 +186,6 @@ class Metric:
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items() if v is not None}
-        if self.verdict is not None:
-            data["verdict"] = self.verdict.to_dict()
         if not data.get("exact"):
             data.pop("exact", None)  # the default: keeps files small and old files readable
         if data.get("kind") == "measured":
@@ -158,11 +194,13 @@ class Metric:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Metric:
+        """A metric from its JSON form; what a report or a baseline holds beside the
+        measurement (a verdict, the values of other processes, a history) is not read here."""
         known = cls.__dataclass_fields__
         fields = {k: v for k, v in data.items() if k in known}
-        verdict = fields.pop("verdict", None)
-        if isinstance(verdict, dict):  # reports of pytest-hpml 0.2 held a word: not read
-            fields["verdict"] = Verdict.from_dict(verdict)
+        if "value" in fields and fields["value"] is None:
+            # Standard JSON holds a measured NaN or infinity as null (json_safe).
+            fields["value"] = math.nan
         return cls(**fields)
 
 
@@ -183,12 +221,36 @@ class Record:
     # The node id of the test that made the row ("" for rows of other origins): a row the
     # baseline has and the test no longer makes is missing.
     test: str = ""
+    # Beside the measurements: the values of every process of this run that measured a metric
+    # (where fresh processes measured it again), and the verdict of each metric judged against
+    # evidence, by name (a metric of the evidence that this row lacks has a verdict and no
+    # metric: `missing`).
+    replicates: dict[str, Replicates] = field(default_factory=dict)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
 
     def metric(self, name: str) -> Metric | None:
         for m in self.metrics:
             if m.name == name:
                 return m
         return None
+
+    def values_of(self, name: str) -> Replicates:
+        """The values of the metric `name` from every process that measured it (the test's own
+        alone where no fresh process did)."""
+        if name in self.replicates:
+            return self.replicates[name]
+        m = self.metric(name)
+        if m is None:
+            return Replicates(())
+        return Replicates((m.value,), (m.relative,) if m.relative is not None else None)
+
+    def verdict(self, name: str) -> Verdict | None:
+        return self.verdicts.get(name)
+
+    def outcome(self, name: str) -> str | None:
+        """The verdict of the metric `name` in one word, None where it has none."""
+        v = self.verdicts.get(name)
+        return v.outcome if v else None
 
     def add(self, metric: Metric) -> Metric:
         # Re-recording a name replaces it, and says so: the first value would otherwise be
@@ -219,6 +281,10 @@ class Record:
             data["expected_missing"] = list(self.expected_missing)
         if self.test:
             data["test"] = self.test
+        if self.replicates:
+            data["replicates"] = {k: r.to_dict() for k, r in self.replicates.items()}
+        if self.verdicts:
+            data["verdicts"] = {k: v.to_dict() for k, v in self.verdicts.items()}
         return data
 
     @classmethod
@@ -234,7 +300,40 @@ class Record:
             views=dict(data.get("views", {})),
             expected_missing=list(data.get("expected_missing", [])),
             test=str(data.get("test", "")),
-        )
+            replicates={k: Replicates.from_dict(r)
+                        for k, r in (data.get("replicates") or {}).items()},
+            verdicts={k: Verdict.from_dict(v) for k, v in (data.get("verdicts") or {}).items()},
+        ) if "verdicts" in data or not _holds_old_verdicts(data) else _from_old(data)
+
+
+def _holds_old_verdicts(data: dict[str, Any]) -> bool:
+    """A record of a report of pytest-hpml 0.2, whose metrics held their verdicts and the
+    values of fresh processes as fields of their own."""
+    return any(isinstance(m, dict) and ("verdict" in m or "runs" in m)
+               for m in data.get("metrics", []))
+
+
+def _from_old(data: dict[str, Any]) -> Record:
+    """A record of a 0.2 report: the verdicts and process values moved beside the metrics; a
+    missing metric (a NaN placeholder) becomes a verdict alone."""
+    metrics = [m for m in data.get("metrics", []) if isinstance(m, dict)]
+    new = {**data, "metrics": [], "verdicts": {}, "replicates": {}}
+    for m in metrics:
+        verdict = m.get("verdict")
+        if isinstance(verdict, dict):
+            new["verdicts"][m["name"]] = {**verdict, "unit": m.get("unit", "")}
+            if verdict.get("outcome") == "missing":
+                continue
+        runs = m.get("runs")
+        if isinstance(runs, list) and runs:
+            relative = m.get("relative_runs")
+            own = Metric.from_dict(m)
+            new["replicates"][m["name"]] = {
+                "values": [m["value"], *runs],
+                **({"relative": [own.relative, *relative]} if own.relative is not None and
+                   isinstance(relative, list) and len(relative) == len(runs) else {})}
+        new["metrics"].append(m)
+    return Record.from_dict(new)
 
 
 def measured_figures(record: Record) -> tuple[list[Metric], list[Metric]]:
@@ -242,8 +341,8 @@ def measured_figures(record: Record) -> tuple[list[Metric], list[Metric]]:
     and the measured ones that are not numbers (NaN, inf): left out, and said so."""
     kept, not_numbers = [], []
     for m in record.metrics:
-        if not m.compared or (m.verdict and m.verdict.outcome == "missing"):
-            continue  # checks, references, settings; and rows of a comparison, not values
+        if not m.compared:
+            continue  # checks, references, settings
         (kept if math.isfinite(m.value) else not_numbers).append(m)
     return kept, not_numbers
 
@@ -269,6 +368,11 @@ def _plain_number(value: Any, name: str = "") -> float:
         return float(value)
     except OverflowError:
         raise ValueError(f"metric {name!r}: {value} does not fit a float64") from None
+
+
+def _number_or_nan(value: Any) -> float:
+    """A process value as JSON carries it: standard JSON writes NaN and infinities as null."""
+    return math.nan if value is None else float(value)
 
 
 def _plain(value: Any) -> Any:

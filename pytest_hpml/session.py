@@ -141,17 +141,18 @@ class Pinned:
 #: Every pinnable option, by dest; filled as the modules declare their options.
 PINNED: dict[str, Pinned] = {}
 
-#: Options of the outer run alone, by argparse dest: its outputs, the comparison and the save,
-#: and the size profile (a rerun is given the one the outer run chose). A confirmation rerun
-#: (pytest_hpml.compare.confirm) gets the invocation's own arguments without these. Each option
-#: says so where it is declared (add_option(..., rerun=False)), so a new output option cannot
-#: leak into reruns unnoticed.
-OUTER_RUN_ONLY: set[str] = set()
+#: Options of the outer run alone, by argparse dest, with their defaults: its outputs, the
+#: comparison and the save, and the size profile (a rerun is given the one the outer run
+#: chose). A fresh process (pytest_hpml.rerun) runs the invocation's own arguments with these
+#: back at their defaults. Each option says so where it is declared (add_option(...,
+#: rerun=False)), so a new output option cannot leak into reruns unnoticed.
+OUTER_RUN_ONLY: dict[str, Any] = {}
 
 
-def outer_run_only(*flags: str) -> None:
-    """Mark options (by flag, "--hpml-report") as not given to confirmation reruns."""
-    OUTER_RUN_ONLY.update(flag.lstrip("-").replace("-", "_") for flag in flags)
+def outer_run_only(flag: str, default: Any = None) -> None:
+    """Mark an option (by flag, "--hpml-report") as the outer run's alone, with the value a
+    rerun gets instead."""
+    OUTER_RUN_ONLY[flag.lstrip("-").replace("-", "_")] = default
 
 
 def add_option(parser: pytest.Parser, flag: str, *, pin: bool = False, path: bool = False,
@@ -162,7 +163,8 @@ def add_option(parser: pytest.Parser, flag: str, *, pin: bool = False, path: boo
     comparison or the save: the outer run's alone)."""
     group = parser.getgroup("hpml", "pytest-hpml: timing, baselines and reports")
     if not rerun:
-        outer_run_only(flag)
+        switch_default = False if kwargs.get("action") == "store_true" else None
+        outer_run_only(flag, kwargs.get("default", switch_default))
     if not pin:
         group.addoption(flag, **kwargs)
         return

@@ -6,7 +6,7 @@ confirmation rerun left running. Here either signal raises Terminated (a Keyboar
 the main thread, so pytest stops the session the way it stops on Ctrl-C: sessionfinish writes
 the outputs of the tests that finished, the summary says the run was terminated, and the exit
 status is pytest's INTERRUPTED (2). A confirmation rerun running at that moment is stopped
-(pytest_hpml.compare.confirm), and the forkserver ends when this process does.
+(pytest_hpml.rerun), and the forkserver ends when this process does.
 
 Installed only in the process that writes the outputs (not in xdist workers: the controller
 stops them, as on Ctrl-C), only from the main thread (the only one Python delivers signals to),

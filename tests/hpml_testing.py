@@ -6,12 +6,17 @@ In-process pytester runs are used where possible: a subprocess pays the torch im
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_hpml.compare import engine
+from pytest_hpml.compare.stored import Stored
+from pytest_hpml.compare.verdicts import Rules, judge_metric
 from pytest_hpml.machine import gpus
+from pytest_hpml.results import Metric, Record, Replicates, Verdict
 
 #: Whether CUDA tests run here; most expectations are written for a machine without a GPU.
 HAS_GPU = gpus.physical_gpu_count() > 0
@@ -104,3 +109,73 @@ class FakeEvent:
             raise RuntimeError("elapsed_time before synchronize")
         assert self.at is not None and end.at is not None
         return end.at - self.at
+
+
+def verdicts_of(document: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """{record id: {metric name: its verdict}} from a JSON report (verdicts sit beside the
+    metrics)."""
+    return {r["id"]: dict(r.get("verdicts") or {}) for r in document["records"]}
+
+
+# -- a metric as the tests of verdicts write it -------------------------------------------------
+
+@dataclass
+class Measured:
+    """A metric with what stands beside it: the values of this run's fresh processes (runs,
+    relative_runs) when it is the current side, or its stored history when it is the
+    evidence. `metric()`, `replicates()` and `stored()` give the plugin's own values."""
+
+    name: str
+    value: float
+    unit: str = ""
+    better: str | None = None
+    samples: list[float] | None = None
+    tolerance: float | None = None
+    exact: bool = False
+    derived_from: str | None = None
+    yardstick: float | None = None
+    runs: list[float] | None = None
+    relative_runs: list[float] | None = None
+    history: list[float] | None = None
+    relative_history: list[float] | None = None
+    history_saves: list[int] | None = None
+    accepted: list[dict[str, Any]] | None = None
+    seeded_from: str | None = None
+
+    def metric(self) -> Metric:
+        return Metric(self.name, self.value, self.unit, self.better, samples=self.samples,
+                      tolerance=self.tolerance, exact=self.exact,
+                      derived_from=self.derived_from, yardstick=self.yardstick)
+
+    def replicates(self) -> Replicates:
+        own = self.metric().relative
+        relative = None
+        if own is not None and (not self.runs or self.relative_runs):
+            relative = (own, *(self.relative_runs or []))
+        return Replicates((self.value, *(self.runs or [])), relative)
+
+    def stored(self) -> Stored:
+        return Stored(self.name, self.value, self.unit, self.better, self.exact, self.tolerance,
+                      self.derived_from, self.samples, None, self.yardstick, self.history,
+                      self.relative_history, self.history_saves, self.accepted,
+                      self.seeded_from)
+
+
+def compare_metric(current: Measured, base: Measured | None, tolerance: float = 0.10,
+                   alpha: float = 0.01, can_confirm: int = 0, *, drift: float = 0.05,
+                   max_detectable: float | None = None, advice: Any = None) -> Verdict | None:
+    """The engine's verdict of one metric (compare/verdicts.judge_metric) for the tests'
+    Measured values."""
+    return judge_metric(current.metric(), current.replicates(),
+                        base.stored() if base is not None else None,
+                        Rules(tolerance, alpha, drift, max_detectable), can_confirm, advice)
+
+
+def judged(*current: Measured, base: dict[str, Measured], tolerance: float = 0.10) -> Record:
+    """A row of `current` metrics judged by the engine against `base`."""
+    record = Record("r", "e", metrics=[m.metric() for m in current])
+    for m in current:
+        if m.runs:
+            record.replicates[m.name] = m.replicates()
+    engine.judge(record, {k: v.stored() for k, v in base.items()}, Rules(tolerance))
+    return record

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from hpml_testing import FAST, HERE, only_baseline_file
 
-from pytest_hpml.compare import baselines, verdicts
+from pytest_hpml.compare import baselines, engine
 from pytest_hpml.compare.baselines import BaselineError, load, save
+from pytest_hpml.compare.verdicts import Rules
 from pytest_hpml.machine.fingerprint import fingerprint, machine_key
 from pytest_hpml.results import Metric, Record
 
@@ -54,14 +55,14 @@ def test_save_merges_with_the_existing_file(tmp_path: Path) -> None:
 
 def test_a_save_stores_the_measurement_not_what_a_comparison_made_of_it(tmp_path: Path) -> None:
     record = _record("a", 1.0)
-    metric = record.metrics[0]
-    metric.runs = [1.1, 0.9]  # this run's fresh processes: they join the history
-    metric.verdict = verdicts.compare_metric(metric, Metric("time", 0.5, "s", "lower"))
-    assert metric.verdict is not None
+    # This run's fresh processes join the history; the verdict a comparison made is not stored.
+    engine.add_processes([record], [[_record("a", 1.1)], [_record("a", 0.9)]])
+    engine.judge(record, {}, Rules())
+    assert record.verdicts["time"].outcome == "new"
     save(tmp_path / "b.json", HERE, "quick", [record])
-    stored = load(tmp_path / "b.json").records["a"]["metrics"][0]
-    assert "verdict" not in stored and "runs" not in stored
-    assert stored["history"] == [1.1, 0.9, 1.0]
+    stored = load(tmp_path / "b.json").records["a"]
+    assert "verdicts" not in stored and "replicates" not in stored
+    assert stored["metrics"][0]["history"] == [1.0, 1.1, 0.9]
 
 
 CORRUPT = b'{"schema": "pytest-hpml/baseline/1", "records": [\n'

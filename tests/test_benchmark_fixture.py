@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from hpml_testing import FAST, metrics_by_test, run_with_json
 
+from pytest_hpml import rerun
 from pytest_hpml.benchmark_fixture import ClockChoice, choose_clock
-from pytest_hpml.compare.confirm import split_options
 from pytest_hpml.measure.benchmark_stats import BenchmarkStats
 
 #: A conftest as pytest-benchmark users write them: it implements one of its hooks.
@@ -333,10 +333,8 @@ def test_the_fixture_is_documented() -> None:
 
 
 def test_confirmation_reruns_keep_the_runs_plugin_choices(pytester: pytest.Pytester) -> None:
-    # A rerun gets the run's own arguments (compare/confirm.py), its -p choices among them.
-    parser = pytester.parseconfig()._parser.optparser
-    args = ["-q", "-p", "no:benchmark", "-pno:cacheprovider", "-p=myplugin", "-p", "xdist",
-            "--pdb", "tests/"]
-    assert [a for dest, group in split_options(args, parser) if dest == "plugins"
-            for a in group] == ["-p", "no:benchmark", "-pno:cacheprovider", "-p=myplugin",
-                                "-p", "xdist"]
+    # A fresh process runs the invocation's own arguments (pytest_hpml.rerun), its -p choices
+    # among them, as they were given.
+    given = ["-q", "-p", "no:benchmark", "-pno:cacheprovider", "-p", "xdist", "--pdb"]
+    config = pytester.parseconfig(*given)
+    assert rerun.arguments(config, Path("spec.json"), Path("fresh"))[:len(given)] == given

@@ -41,7 +41,7 @@ def test_accepting_a_change_starts_a_new_level_and_keeps_the_check_sharp(
     accept.assert_outcomes(passed=1)
     accept.stdout.fnmatch_lines(["hpml: --hpml-save-baseline: 1 metric(s) changed beyond what "
                                  "this machine can detect; their history starts at the new "
-                                 "level*: test_tok.py::test_tokenizer latency: 215.9 us -> "
+                                 "level*: test_tok.py::test_tokenizer latency: 215.9 -> "
                                  "86.10 us (improved)"])
     stored = _stored(pytester, "test_tok.py::test_tokenizer", "latency")
     assert stored["history"] == pytest.approx([86.1e-6] * 3)  # the new level only
@@ -50,7 +50,7 @@ def test_accepting_a_change_starts_a_new_level_and_keeps_the_check_sharp(
     # The slow tokenizer comes back: a regression, not an ambiguous mix of two levels.
     back = _run(pytester, 215.9, "--hpml-compare", "--hpml-report")
     back.assert_outcomes(failed=1)
-    back.stdout.fnmatch_lines(["*test_tokenizer latency: 8.61e-05 -> 0.0002159 s (+150.8%*",
+    back.stdout.fnmatch_lines(["*test_tokenizer latency: 86.10 -> 215.9 us (+150.8%*",
                                "*latency*86.10 us*215.9 us*+150.8%*regressed*",
                                "*test_tokenizer latency: accepted on 20*: 215.9 us -> 86.10 us"])
 

@@ -69,9 +69,8 @@ def _run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict]
     verdicts = {}
     if report.exists():
         for r in json.loads(report.read_text())["records"]:
-            for m in r["metrics"]:
-                if "verdict" in m:
-                    verdicts[(r["id"].split("::")[-1], m["name"])] = m["verdict"]
+            for name, verdict in (r.get("verdicts") or {}).items():
+                verdicts[(r["id"].split("::")[-1], name)] = verdict
     return result, verdicts
 
 
@@ -105,7 +104,7 @@ def test_more_work_than_at_ref_fails_the_test_with_its_basis(
     result.assert_outcomes(failed=1)
     assert verdicts[("test_work", "work_units")]["outcome"] == "regressed"
     result.stdout.fnmatch_lines(["*hpml: failed the comparison with HEAD (*):*",
-                                 "*work_units: 2000 -> 3000 (+50.0%*"])
+                                 "*work_units: 2,000 -> 3,000 (+50.0%*"])
     # Every test measured again on both sides: 3 processes each, the first here in-process.
     assert len(_imported_from()) == 6
 

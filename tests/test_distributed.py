@@ -231,9 +231,10 @@ def test_preload_for_ranks_keeps_what_others_asked_for():
     # preloads first, so what counts is that the ranks' modules are in it, not where.
     assert {"torch", "torch.distributed", "colorsys"} <= set(modules)
     # The confirmations' own preloads (pytest, the plugin) are kept beside the ranks' list.
-    from pytest_hpml.compare import confirm
+    from pytest_hpml import rerun
+    from pytest_hpml.machine import forkserver
 
-    confirm.forkserver()
+    forkserver.add_preload(rerun.preload())
     assert set(modules) <= set(preload_for_ranks([], start=False))
 
 

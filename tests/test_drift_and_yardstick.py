@@ -10,19 +10,19 @@ import math
 from pathlib import Path
 
 import pytest
-from hpml_testing import FAST, HERE
+from hpml_testing import FAST, HERE, Measured, compare_metric
 
 from pytest_hpml.compare import baselines, noise
-from pytest_hpml.compare.verdicts import compare_metric
-from pytest_hpml.results import Metric, Record
+from pytest_hpml.compare.stored import Stored
+from pytest_hpml.results import Record
 
 
 def _time(value: float, runs: list[float] | None = None, *, saves: list[list[float]] | None = None,
-          unit: str = "s", better: str = "lower") -> Metric:
+          unit: str = "s", better: str = "lower") -> Measured:
     """A metric; `saves`: the stored history, one list of process values per save."""
     history = [v for save in saves for v in save] if saves else None
-    return Metric("time", value, unit, better, runs=runs, history=history,
-                  history_saves=[len(s) for s in saves] if saves else None)
+    return Measured("time", value, unit, better, runs=runs, history=history,
+                    history_saves=[len(s) for s in saves] if saves else None)
 
 
 # -- drift ---------------------------------------------------------------------------------------
@@ -66,9 +66,9 @@ def test_only_times_and_rates_are_assumed_to_drift() -> None:
 # -- the yardstick -------------------------------------------------------------------------------
 
 def _with_yardstick(value: float, yardstick: float, runs: list[tuple[float, float]] = (),
-                    history: list[tuple[float, float]] = ()) -> Metric:
+                    history: list[tuple[float, float]] = ()) -> Measured:
     """A time with its yardstick; runs and history as (value, yardstick) pairs."""
-    return Metric("time", value, "s", "lower", yardstick=yardstick,
+    return Measured("time", value, "s", "lower", yardstick=yardstick,
                   runs=[v for v, _ in runs] or None,
                   relative_runs=[v / y for v, y in runs] or None,
                   history=[v for v, _ in history] or None,
@@ -146,7 +146,7 @@ def test_the_cure_of_a_blind_spot_is_the_processes_that_would_narrow_it() -> Non
 
 
 def test_an_exact_figure_is_never_a_blind_spot() -> None:
-    exact = Metric("registers", 100, "", "lower", exact=True)
+    exact = Measured("registers", 100, "", "lower", exact=True)
     assert compare_metric(exact, exact, max_detectable=0.0).blind is None
 
 
@@ -214,11 +214,12 @@ def test_a_blind_spot_is_said_in_the_summary_and_under_the_report_table(
 # -- the history keeps its occasions ---------------------------------------------------------------
 
 def _save(path: Path, value: float, runs: list[float], keep: int = 30,
-          yardstick: float | None = None, relative_runs: list[float] | None = None) -> Metric:
-    metric = Metric("time", value, "s", "lower", runs=runs, yardstick=yardstick,
-                    relative_runs=relative_runs)
-    baselines.save(path, HERE, "quick", [Record("a", "e", metrics=[metric])],
-                   baselines.MergePolicy(keep=keep))
+          yardstick: float | None = None, relative_runs: list[float] | None = None) -> Stored:
+    metric = Measured("time", value, "s", "lower", runs=runs, yardstick=yardstick,
+                      relative_runs=relative_runs)
+    record = Record("a", "e", metrics=[metric.metric()],
+                    replicates={"time": metric.replicates()})
+    baselines.save(path, HERE, "quick", [record], baselines.MergePolicy(keep=keep))
     return baselines.load(path).metrics_for("a")["time"]
 
 
@@ -226,11 +227,12 @@ def test_each_save_is_one_occasion_of_the_history(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
     _save(path, 1.0, [1.01, 0.99])
     stored = _save(path, 1.1, [1.12])
-    assert stored.history == [1.01, 0.99, 1.0, 1.12, 1.1]
+    # Each save's processes, the run's own first (compare/engine.merge).
+    assert stored.history == [1.0, 1.01, 0.99, 1.1, 1.12]
     assert stored.history_saves == [3, 2]
     # Values dropped from the front (keep) leave the oldest save with what remains of it.
     stored = _save(path, 1.2, [1.21, 1.19], keep=4)
-    assert stored.history == [1.1, 1.21, 1.19, 1.2] and stored.history_saves == [1, 3]
+    assert stored.history == [1.12, 1.2, 1.21, 1.19] and stored.history_saves == [1, 3]
 
 
 def test_the_relative_history_stays_the_tail_of_the_history_run_for_run(tmp_path: Path) -> None:
@@ -261,14 +263,14 @@ def test_the_assumed_drift_is_an_option_a_team_pins(pytester: pytest.Pytester) -
          "--hpml-baseline-processes=3").assert_outcomes(passed=1)
     _run(pytester, [1.0], "--hpml-compare", "--hpml-confirm=0",
          "--hpml-report=r.json").assert_outcomes(passed=1)
-    basis = json.loads((pytester.path / "r.json").read_text())["records"][0]["metrics"][0][
-        "verdict"]["basis"]
+    basis = json.loads((pytester.path / "r.json").read_text())["records"][0]["verdicts"][
+        "time"]["basis"]
     assert "drift between occasions 4.9 % assumed" in basis
     pytester.makeini("[pytest]\nhpml_drift = 0\n")
     _run(pytester, [1.0], "--hpml-compare", "--hpml-confirm=0",
          "--hpml-report=r.json").assert_outcomes(passed=1)
-    basis = json.loads((pytester.path / "r.json").read_text())["records"][0]["metrics"][0][
-        "verdict"]["basis"]
+    basis = json.loads((pytester.path / "r.json").read_text())["records"][0]["verdicts"][
+        "time"]["basis"]
     assert "drift" not in basis
     bad = _run(pytester, [1.0], "--hpml-compare", "--hpml-drift=much")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR

@@ -8,7 +8,7 @@ import pytest
 from hpml_testing import FAST
 
 from pytest_hpml.report.exports import bencher_bmf, benchmark_action
-from pytest_hpml.results import Metric, Record, Verdict
+from pytest_hpml.results import Metric, Record, Replicates, Verdict
 
 EXPERIMENT = """
     import pytest
@@ -57,21 +57,23 @@ def test_a_series_keeps_its_unit_across_runs() -> None:
 def test_the_point_is_the_verdicts_value_and_its_range_the_notch() -> None:
     # The test's process measured 1.0 ms; two fresh processes 1.2 and 1.3 ms: the verdict
     # rests on their median, and so does the dashboard.
-    metric = Metric("time", 1.0e-3, "s", "lower", samples=SAMPLES, runs=[1.2e-3, 1.3e-3])
-    [entry] = benchmark_action([Record("t", "E", {}, [metric])])["customSmallerIsBetter"]
+    metric = Metric("time", 1.0e-3, "s", "lower", samples=SAMPLES)
+    record = Record("t", "E", {}, [metric],
+                    replicates={"time": Replicates((1.0e-3, 1.2e-3, 1.3e-3))})
+    [entry] = benchmark_action([record])["customSmallerIsBetter"]
     assert entry["value"] == pytest.approx(1.2e-3)
     assert entry["range"] == f"± {NOTCH * 1.2e-3:.4g}"  # not the IQR of single samples
-    bmf = bencher_bmf([Record("t", "E", {}, [metric])])["t"]["time (s)"]
+    bmf = bencher_bmf([record])["t"]["time (s)"]
     assert bmf["value"] == pytest.approx(1.2e-3)
     assert bmf["lower_value"] == pytest.approx(1.2e-3 * (1 - NOTCH))
     assert bmf["upper_value"] == pytest.approx(1.2e-3 * (1 + NOTCH))
 
 
 def test_missing_metrics_are_not_exported() -> None:
-    gone = Metric("time", float("nan"), "s", "lower", verdict=Verdict("missing", baseline=1.0))
-    assert benchmark_action([Record("t", "E", {}, [gone])]) == {
-        "customSmallerIsBetter": [], "customBiggerIsBetter": []}
-    assert bencher_bmf([Record("t", "E", {}, [gone])]) == {}
+    gone = Record("t", "E", {}, [], verdicts={"time": Verdict("missing", unit="s",
+                                                             baseline=1.0)})
+    assert benchmark_action([gone]) == {"customSmallerIsBetter": [], "customBiggerIsBetter": []}
+    assert bencher_bmf([gone]) == {}
 
 
 def test_bencher_export(pytester: pytest.Pytester) -> None:

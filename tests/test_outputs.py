@@ -178,8 +178,8 @@ def test_nan_where_a_number_was_recorded_fails_and_the_table_shows_nan(
     finally:
         del os.environ["LOSS"]
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*test_t loss: nan where the baseline has 0.5 (the run produced "
-                                 "no number)", "*loss*", "*", "nan"])
+    result.stdout.fnmatch_lines(["*test_t loss: nan where the baseline has 0.5000 (the run "
+                                 "produced no number)", "*loss*", "*", "nan"])
     assert "cannot convert" not in result.stdout.str()
 
 

@@ -47,7 +47,7 @@ def _run(pytester: pytest.Pytester, factors: list[float], *args: str):
 def _verdicts(pytester: pytest.Pytester) -> dict[str, dict]:
     """{metric name: its verdict} from the run's JSON report."""
     records = json.loads((pytester.path / "report.json").read_text())["records"]
-    return {m["name"]: m["verdict"] for r in records for m in r["metrics"] if "verdict" in m}
+    return {name: v for r in records for name, v in (r.get("verdicts") or {}).items()}
 
 
 def _noisy(pytester: pytest.Pytester) -> bool:
@@ -83,7 +83,7 @@ def test_a_slowdown_every_process_shows_fails_with_its_basis(pytester: pytest.Py
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "hpml: failed the comparison with the baseline:",
-        "  test_bench.py::test_sleep time: * -> * s (+*%, tolerance 10%): +*% beyond the * % "
+        "  test_bench.py::test_sleep time: * -> * ms (+*%, tolerance 10%): +*% beyond the * % "
         "this machine can detect; * process(es): +*%; between-run spread *",
         "  test_bench.py::test_sleep rate: * (-*%, tolerance 10%): follows time: *",
     ])
@@ -142,8 +142,8 @@ def test_fixed_values_regress_by_tolerance_once_reruns_agree(pytester: pytest.Py
     # Deterministic values: the reruns give the same numbers, so the tolerance decides.
     slow.stdout.fnmatch_lines([
         "hpml: failed the comparison with the baseline:",
-        "  test_sizes.py::test_sizes bytes: 1000 -> 1300 B (+30.0%, tolerance 10%): *",
-        "  test_sizes.py::test_sizes accuracy: 0.9 -> 0.692308 % (-23.1%, tolerance 10%): *",
+        "  test_sizes.py::test_sizes bytes: 1 -> 1.300 kB (+30.0%, tolerance 10%): *",
+        "  test_sizes.py::test_sizes accuracy: 0.9000 -> 0.6923 % (-23.1%, tolerance 10%): *",
     ])
     assert "test_sizes bytes_loose:" not in slow.stdout.str()
     slow.stdout.fnmatch_lines(["*bytes *regressed*", "*bytes_loose*unchanged*",
@@ -211,8 +211,9 @@ def test_the_json_report_keeps_every_verdict_field(pytester: pytest.Pytester) ->
     _fixed(pytester, 1.0, "--hpml-compare", "--hpml-report=report.json").assert_outcomes(
         passed=1)
     report = json.loads(Path(pytester.path / "report.json").read_text())
-    bytes_ = next(m for r in report["records"] for m in r["metrics"] if m["name"] == "bytes")
-    assert {"outcome", "change", "baseline", "mdc", "basis"} <= set(bytes_["verdict"])
+    bytes_ = next(r["verdicts"]["bytes"] for r in report["records"])
+    assert {"outcome", "change", "baseline", "current", "mdc", "basis", "unit",
+            "processes"} <= set(bytes_)
 
 
 def test_a_save_measures_in_fresh_processes_so_the_first_baseline_knows_the_spread(
@@ -224,8 +225,9 @@ def test_a_save_measures_in_fresh_processes_so_the_first_baseline_knows_the_spre
     stored = json.loads(next((pytester.path / "baselines").glob("*.json")).read_text())
     history = {m["name"]: m["history"] for r in stored["records"] for m in r["metrics"]}
     assert len(history["time"]) == len(history["rate"]) == 3
-    # The fresh processes (factors 2 and 0.5) come first, the run's own (1) last.
-    slow, fast, own = history["time"]
+    # The run's own process (factor 1) first, then the fresh ones (factors 2 and 0.5), as
+    # every path folds them (compare/engine.merge).
+    own, slow, fast = history["time"]
     assert fast < own < slow
     # With the spread known, a comparison needs no confirmation to call an identical run.
     result = _run(pytester, [1.0], "--hpml-compare")

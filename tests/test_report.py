@@ -166,9 +166,9 @@ def test_warnings_and_notes_are_shown_under_the_table() -> None:
 
 
 def test_comparison_table_only_when_comparing() -> None:
-    metric = Metric("time", 3e-3, "s", "lower",
-                    verdict=Verdict("regressed", baseline=1.5e-3, change=1.0))
-    record = Record("t", "E", {"k": 1}, [metric])
+    metric = Metric("time", 3e-3, "s", "lower")
+    record = Record("t", "E", {"k": 1}, [metric], verdicts={"time": Verdict(
+        "regressed", unit="s", baseline=1.5e-3, current=3e-3, change=1.0)})
     assert [t.title for t in build_tables([record], compare=False)] == ["E"]
     table = build_tables([record], compare=True)[-1]
     assert table.title == "Comparison with baseline"
@@ -179,15 +179,17 @@ def test_comparison_table_only_when_comparing() -> None:
 def test_a_change_relative_to_the_yardstick_is_marked_and_explained() -> None:
     # 7.2 -> 5.1 ms as measured, +7.6 % relative to the yardstick: the cell must not read as a
     # contradiction of the two columns beside it.
-    relative = Metric("time", 5.1e-3, "s", "lower",
-                      verdict=Verdict("unchanged", baseline=7.2e-3, change=0.076, relative=True))
-    measured = Metric("other", 2e-3, "s", "lower",
-                      verdict=Verdict("regressed", baseline=1e-3, change=1.0))
-    table = build_tables([Record("t", "E", {}, [relative, measured])], compare=True)[-1]
+    relative = Verdict("unchanged", unit="s", baseline=7.2e-3, current=5.1e-3, change=0.076,
+                       relative=True)
+    measured = Verdict("regressed", unit="s", baseline=1e-3, current=2e-3, change=1.0)
+    metrics = [Metric("time", 5.1e-3, "s", "lower"), Metric("other", 2e-3, "s", "lower")]
+    table = build_tables([Record("t", "E", {}, metrics, verdicts={
+        "time": relative, "other": measured})], compare=True)[-1]
     assert [row[5] for row in table.rows] == ["+7.6%†", "+100.0%"]
     assert any(n.startswith("†: the change relative to the machine's yardstick")
                for n in table.notes)
-    plain = build_tables([Record("t", "E", {}, [measured])], compare=True)[-1]
+    plain = build_tables([Record("t", "E", {}, metrics[1:], verdicts={"other": measured})],
+                         compare=True)[-1]
     assert not any("yardstick" in n for n in plain.notes)
 
 

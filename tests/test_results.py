@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_hpml.results import Metric, Record, Verdict
+from pytest_hpml.results import Accepted, Metric, Record, Replicates, Verdict
 
 
 def test_metric_round_trip_drops_unset_fields() -> None:
@@ -25,18 +25,38 @@ def test_record_round_trip_through_json() -> None:
         id="t.py::test_x[fp16-1]", experiment="Copy",
         params={"dtype": torch.float16, "device": torch.device("cpu"), "k": np.int64(3),
                 "ratio": 0.5, "inf": math.inf, "name": "x", "flag": True, "none": None},
-        metrics=[Metric("time", 2e-3, "s", "lower", verdict=Verdict(
-            "regressed", baseline=1e-3, change=1.0, p_value=0.001, relative=True))],
+        metrics=[Metric("time", 2e-3, "s", "lower")],
         order=["t.py", 3, 0, 1, 0], device="cpu", warnings=["time: noisy"],
         views={"pivot": {"index": ["k"], "columns": "dtype"}},
+        replicates={"time": Replicates((2e-3, 2.1e-3, math.nan))},
+        verdicts={"time": Verdict("regressed", unit="s", baseline=1e-3, current=2.05e-3,
+                                  change=1.0, p_value=0.001, relative=True,
+                                  accepted=Accepted("2026-11-24T10:00:00+00:00", 3e-3, 1e-3)),
+                  "gone": Verdict("missing", unit="B/s", baseline=5e9)},
     )
     data = json.loads(json.dumps(record.to_dict()))
     assert data["params"] == {"dtype": "float16", "device": "cpu", "k": 3, "ratio": 0.5,
                               "inf": "inf", "name": "x", "flag": True, "none": None}
     back = Record.from_dict(data)
     assert back.to_dict() == data
-    assert back.metric("time").verdict == record.metrics[0].verdict
-    assert back.metric("nope") is None
+    assert back.verdicts == record.verdicts  # beside the metrics, a missing one's too
+    assert back.values_of("time").value == pytest.approx(2.05e-3)  # a NaN process left out
+    assert back.metric("nope") is None and back.metric("gone") is None
+
+
+def test_a_report_of_pytest_hpml_0_2_is_read_with_its_verdicts_beside_the_metrics() -> None:
+    # 0.2 kept the verdict and the fresh processes' values inside each metric, and a missing
+    # metric as a NaN placeholder.
+    old = {"id": "r", "experiment": "e", "metrics": [
+        {"name": "time", "value": 1e-3, "unit": "s", "better": "lower", "runs": [2e-3, 3e-3],
+         "verdict": {"outcome": "regressed", "baseline": 5e-4, "change": 3.0}},
+        {"name": "bw", "value": None, "unit": "B/s", "better": "higher",
+         "verdict": {"outcome": "missing", "baseline": 1e9}}]}
+    record = Record.from_dict(old)
+    assert [m.name for m in record.metrics] == ["time"]
+    assert record.values_of("time").values == (1e-3, 2e-3, 3e-3)
+    assert record.verdict("time").outcome == "regressed" and record.verdict("time").unit == "s"
+    assert record.verdict("bw").outcome == "missing" and record.verdict("bw").unit == "B/s"
 
 
 @pytest.mark.parametrize("value", [np.float32(1.5), torch.tensor(1.5), 3, True])

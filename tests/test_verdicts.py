@@ -8,18 +8,18 @@ import math
 import random
 
 import pytest
+from hpml_testing import Measured, compare_metric, judged
 
-from pytest_hpml.compare import verdicts
-from pytest_hpml.compare.verdicts import SUSPECT, compare_metric, compare_record
-from pytest_hpml.results import Metric, Record
+from pytest_hpml.compare import engine, verdicts
+from pytest_hpml.compare.verdicts import SUSPECT, Rules
 
 
 def _m(value: float, better: str | None = "lower", samples: list[float] | None = None,
        tolerance: float | None = None, history: list[float] | None = None,
-       runs: list[float] | None = None) -> Metric:
+       runs: list[float] | None = None) -> Measured:
     """A time; `runs`: its values in this run's fresh processes (a save's or confirmations)."""
-    return Metric("time", value, "s", better, samples=samples, tolerance=tolerance,
-                  history=history, runs=runs)
+    return Measured("time", value, "s", better, samples=samples, tolerance=tolerance,
+                    history=history, runs=runs)
 
 
 def _samples(median: float, spread: float, n: int = 30, seed: int = 0) -> list[float]:
@@ -62,12 +62,11 @@ def test_new_metric_and_per_metric_tolerance() -> None:
 @pytest.mark.parametrize("better", ["lower", "higher", None])
 @pytest.mark.parametrize("new", [float("nan"), float("inf")])
 def test_no_number_where_there_was_one_is_a_regression(better, new: float) -> None:
-    metric = _m(new, better=better)
-    m = metric.verdict = compare_metric(metric, _m(1.0, better=better))
+    m = compare_metric(_m(new, better=better), _m(1.0, better=better))
     assert m.outcome == "regressed" and "not a number" in m.basis
-    record = Record("r", "e", metrics=[metric])
-    assert verdicts.failures(record) == [f"r time: {new} where the baseline has 1 s (the run "
-                                         "produced no number)"]
+    record = judged(_m(new, better=better), base={"time": _m(1.0, better=better)})
+    assert engine.failures(record, Rules()) == [
+        f"r time: {new} where the baseline has 1.000 s (the run produced no number)"]
 
 
 def test_a_stored_nan_is_never_an_improvement() -> None:
@@ -156,29 +155,29 @@ def test_the_reference_is_the_median_of_the_stored_runs() -> None:
 # -- derived metrics and whole records ------------------------------------------------------------
 
 def test_a_derived_metric_follows_its_timing() -> None:
-    time = Metric("time", 1.3, "s", "lower", runs=[1.31, 1.29])
-    bandwidth = Metric("bandwidth", 1 / 1.3, "B/s", "higher", derived_from="time",
-                       runs=[0.76, 0.78])
-    old = {"time": Metric("time", 1.0, "s", "lower"),
-           "bandwidth": Metric("bandwidth", 1.0, "B/s", "higher")}
-    record = Record("r", "e", metrics=[time, bandwidth])
-    compare_record(record, old)
-    assert time.verdict.outcome == bandwidth.verdict.outcome == "regressed"
-    assert bandwidth.verdict.basis.startswith("follows time: ")
-    assert bandwidth.verdict.change == pytest.approx(1 / 1.3 - 1)
+    time = Measured("time", 1.3, "s", "lower", runs=[1.31, 1.29])
+    bandwidth = Measured("bandwidth", 1 / 1.3, "B/s", "higher", derived_from="time",
+                         runs=[0.76, 0.78])
+    old = {"time": Measured("time", 1.0, "s", "lower"),
+           "bandwidth": Measured("bandwidth", 1.0, "B/s", "higher")}
+    record = judged(time, bandwidth, base=old)
+    assert record.outcome("time") == record.outcome("bandwidth") == "regressed"
+    assert record.verdict("bandwidth").basis.startswith("follows time: ")
+    # Its own change (the median of its processes against its own baseline), its timing's call.
+    assert record.verdict("bandwidth").change == pytest.approx(1 / 1.3 - 1)
+    assert record.verdict("bandwidth").unit == "B/s"
 
 
 def test_a_record_reports_missing_metrics() -> None:
-    old = {"time": Metric("time", 1.0, "s", "lower"),
-           "bandwidth": Metric("bandwidth", 5e9, "B/s", "higher")}
-    current = Record("r", "exp", metrics=[Metric("time", 1.0, "s", "lower"),
-                                          Metric("flops", 1e9, "FLOP/s", "higher")])
-    missing = compare_record(current, old)
-    assert [m.verdict.outcome for m in current.metrics] == ["unchanged", "new"]
-    assert [(m.name, m.verdict.outcome, m.verdict.baseline) for m in missing] == [
-        ("bandwidth", "missing", 5e9)]
-    assert verdicts.failures(Record("r", "e", metrics=missing))[0].startswith(
-        "r bandwidth: in the baseline (5e+09 B/s) but not recorded by this run")
+    old = {"time": Measured("time", 1.0, "s", "lower"),
+           "bandwidth": Measured("bandwidth", 5e9, "B/s", "higher")}
+    current = judged(Measured("time", 1.0, "s", "lower"),
+                     Measured("flops", 1e9, "FLOP/s", "higher"), base=old)
+    assert [current.outcome(n) for n in ("time", "flops")] == ["unchanged", "new"]
+    assert (current.outcome("bandwidth"), current.verdict("bandwidth").baseline) == (
+        "missing", 5e9)
+    assert engine.failures(current, Rules())[0].startswith(
+        "r bandwidth: in the baseline (5 GB/s) but not recorded by this run")
 
 
 def test_minimum_detectable_change_grows_with_the_spread_and_shrinks_with_runs() -> None:
@@ -193,25 +192,25 @@ def test_minimum_detectable_change_grows_with_the_spread_and_shrinks_with_runs()
 
 def test_the_yardstick_removes_the_machines_drift_where_it_moved_the_code_with_it() -> None:
     # The machine ran 30 % slower during this run: the code's time and the yardstick's both.
-    base = Metric("time", 1.0, "s", "lower", yardstick=2.0, history=[1.0, 1.05, 0.95],
+    base = Measured("time", 1.0, "s", "lower", yardstick=2.0, history=[1.0, 1.05, 0.95],
                   relative_history=[0.5, 0.51, 0.49])
-    slower_machine = Metric("time", 1.3, "s", "lower", yardstick=2.6, runs=[1.32, 1.28],
+    slower_machine = Measured("time", 1.3, "s", "lower", yardstick=2.6, runs=[1.32, 1.28],
                             relative_runs=[0.505, 0.495])
     m = compare_metric(slower_machine, base)
     assert m.outcome == "unchanged" and m.change == pytest.approx(0.0)
     assert "relative to the machine's yardstick (as measured: +30.0%)" in m.basis
     assert m.relative
     # Slower code on the same machine: the yardstick stays, the relative time moves.
-    slower_code = Metric("time", 1.3, "s", "lower", yardstick=2.0, runs=[1.31, 1.29],
+    slower_code = Measured("time", 1.3, "s", "lower", yardstick=2.0, runs=[1.31, 1.29],
                          relative_runs=[0.655, 0.645])
     assert compare_metric(slower_code, base).outcome == "regressed"
 
 
 def test_a_workload_the_yardstick_does_not_track_is_judged_as_measured() -> None:
     # A sleep: steady as measured, while the yardstick's drift would only add noise.
-    base = Metric("time", 1.0, "s", "lower", yardstick=2.0, history=[1.0, 1.0, 1.0],
+    base = Measured("time", 1.0, "s", "lower", yardstick=2.0, history=[1.0, 1.0, 1.0],
                   relative_history=[0.5, 0.4, 0.6])
-    m = compare_metric(Metric("time", 1.5, "s", "lower", yardstick=2.0, runs=[1.5, 1.5],
+    m = compare_metric(Measured("time", 1.5, "s", "lower", yardstick=2.0, runs=[1.5, 1.5],
                               relative_runs=[0.9, 0.6]), base)
     assert m.outcome == "regressed" and "the yardstick does not track this metric" in m.basis
     assert not m.relative and m.change == pytest.approx(0.5)
@@ -229,8 +228,9 @@ def test_no_confirmation_where_no_number_of_fresh_processes_could_catch_the_chan
 
 # -- exact figures ---------------------------------------------------------------------------------
 
-def _exact(value: float, better: str | None = "lower", tolerance: float | None = None) -> Metric:
-    return Metric("registers", value, "", better, exact=True, tolerance=tolerance)
+def _exact(value: float, better: str | None = "lower", tolerance: float | None = None
+           ) -> Measured:
+    return Measured("registers", value, "", better, exact=True, tolerance=tolerance)
 
 
 @pytest.mark.parametrize("better, old, new, verdict", [
@@ -249,26 +249,30 @@ def test_an_exact_figure_is_judged_without_a_noise_model(better, old, new, verdi
 
 def test_an_exact_figure_is_never_measured_again_and_keeps_its_own_tolerance() -> None:
     # Measuring a compile-time figure again gives the same figure: no `suspect`, no reruns.
-    metric = _exact(2048)
-    regressed = metric.verdict = compare_metric(metric, _exact(1024), can_confirm=2)
+    regressed = compare_metric(_exact(2048), _exact(1024), can_confirm=2)
     assert regressed.outcome == "regressed" and regressed.change == pytest.approx(1.0)
     within = compare_metric(_exact(1030, tolerance=0.01), _exact(1024), can_confirm=2)
     assert within.outcome == "unchanged"
-    assert verdicts.failures(Record("r", "r", metrics=[metric])) == [
-        f"r registers: 1024 -> 2048 (+100.0%, tolerance 0%): {regressed.basis}"]
+    record = judged(_exact(2048), base={"registers": _exact(1024)})
+    assert engine.failures(record, Rules()) == [
+        f"r registers: 1,024 -> 2,048 (+100.0%, tolerance 0%): {regressed.basis}"]
 
 
 def test_a_blind_spots_fix_counts_the_processes_a_side_already_has() -> None:
+    from pytest_hpml.compare.advice import StoredAdvice
     from pytest_hpml.compare.noise import Noise, blind_spot
 
+    advice = StoredAdvice(confirm=2, processes=3)  # the defaults
     # A save of 3 processes against one current process. Spread 10 %: three on each side
-    # suffice, and the save has them already, so only the comparison's side is asked for more.
+    # suffice; the save has them already and a suspected regression's confirmations give the
+    # comparison's side as many, so no option is named that would change nothing.
     enough = Noise(between=0.10, dof=2, within=0.0, runs_now=1, runs_before=3)
     assert enough.processes_for(0.5, 0.01) == 3
-    assert blind_spot(enough, 0.8, 0.5, 0.01).endswith(
-        "more processes: 3 on each side (--hpml-confirm=2) would bring it under the limit")
-    # Spread 15 %: four on each side, so the save too needs more.
+    assert blind_spot(enough, 0.8, 0.5, 0.01, advice).endswith(
+        "more processes: 3 on each side would bring it under the limit (the confirmations a "
+        "suspected regression gets (--hpml-confirm=2) already measure 3 processes)")
+    # Spread 15 %: four on each side, so the save and the confirmations need more.
     more = Noise(between=0.15, dof=2, within=0.0, runs_now=1, runs_before=3)
-    assert blind_spot(more, 0.8, 0.5, 0.01).endswith(
-        "more processes: 4 on each side (--hpml-baseline-processes=4 for the save, "
-        "--hpml-confirm=3) would bring it under the limit")
+    assert blind_spot(more, 0.8, 0.5, 0.01, advice).endswith(
+        "more processes: 4 on each side would bring it under the limit (saves of 4 processes "
+        "(--hpml-baseline-processes=4); --hpml-confirm=3)")

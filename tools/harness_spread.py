@@ -62,9 +62,10 @@ def false_regressions(reports: list[dict]) -> tuple[int, int, dict[str, int]]:
         # The same verdicts as --hpml-compare, through the plugin's stable entry point.
         for record in compare_results(_records(old), _records(new)):
             for m in record.metrics:
-                if not m.better or not m.compared or m.verdict is None:
+                verdict = record.verdict(m.name)
+                if not m.better or not m.compared or verdict is None:
                     continue
-                outcome = m.verdict.outcome
+                outcome = verdict.outcome
                 verdicts[outcome] = verdicts.get(outcome, 0) + 1
                 comparisons += 1
                 regressed += outcome == "regressed"

@@ -113,9 +113,12 @@ def hpml_outcome(code: int, report: Path, output: str) -> Outcome:
         return found
     for record in json.loads(report.read_text())["records"]:
         name = str(record.get("params", {}).get("name"))
-        for m in record["metrics"]:
-            verdict = m.get("verdict") or {}
-            if m["name"] != "time" or not verdict:
+        # Reports keep each verdict beside the metrics (pytest-hpml 0.3), or in the metric
+        # (0.2, for --before runs of an older commit).
+        verdicts = record.get("verdicts") or {m["name"]: m["verdict"]
+                                              for m in record["metrics"] if m.get("verdict")}
+        for metric, verdict in verdicts.items():
+            if metric != "time":
                 continue
             if verdict["outcome"] == "regressed":
                 found.failed.add(name)

@@ -26,9 +26,10 @@ from typing import Any
 
 from pytest_hpml import __version__
 from pytest_hpml.compare.history import MergePolicy, merge
+from pytest_hpml.compare.stored import Stored
 from pytest_hpml.machine.fingerprint import machine_key
 from pytest_hpml.report.files import write_atomic, write_target
-from pytest_hpml.results import Metric, Record, json_safe
+from pytest_hpml.results import Record, json_safe
 
 SCHEMA_PREFIX = "pytest-hpml/baseline/"
 SCHEMA = f"{SCHEMA_PREFIX}2"
@@ -53,11 +54,12 @@ class Baseline:
     profile: str
     records: dict[str, dict[str, Any]]  # record id -> record dict
 
-    def metrics_for(self, record_id: str) -> dict[str, Metric]:
+    def metrics_for(self, record_id: str) -> dict[str, Stored]:
         data = self.records.get(record_id)
         if not data:
             return {}
-        return {m["name"]: Metric.from_dict(m) for m in data.get("metrics", [])}
+        return {m["name"]: Stored.from_dict(m) for m in data.get("metrics", [])
+                if m.get("kind", "measured") == "measured"}
 
 
 @dataclass
@@ -117,7 +119,7 @@ def _check_metric(record_id: str, m: Any) -> None:
         raise _Invalid(f"{where}: accepted holds {accepted!r}, not a list of "
                        "{'on': date, 'before': number, 'after': number}")
     try:
-        Metric.from_dict(m)
+        Stored.from_dict(m)
     except (TypeError, ValueError) as exc:
         raise _Invalid(f"{where}: {exc}") from exc
 

@@ -6,22 +6,19 @@ did not produce kept, rows of tests that are gone dropped when asked."""
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from pytest_hpml.report.units import format_value
-from pytest_hpml.results import Metric, Record, Verdict, measured_figures
+from pytest_hpml.compare.stored import Stored
+from pytest_hpml.report.units import conversion, format_change
+from pytest_hpml.results import Metric, Record, Replicates, Verdict, measured_figures
 
 #: Runs of history kept per metric (the last ones); --hpml-baseline-runs changes it. Ten saves
 #: of three processes: enough occasions to learn the drift between them (compare/noise.py).
 DEFAULT_KEEP = 30
-
-
-#: Judges a run's metric against its stored form (a Verdict), for the levels of a save.
-Judge = Callable[[Metric, Metric], Verdict | None]
-#: A save whose run showed one of these (beyond what this machine can detect) starts a new level.
+#: A save whose run showed one of these (beyond what this machine can detect) starts a new
+#: level; the verdicts come from the comparison engine, with the rule that a figure derived
+#: from a timing follows its timing, so a time and its bandwidth start a new level together.
 LEVEL_CHANGES = ("regressed", "improved")
 
 
@@ -31,67 +28,68 @@ class MergePolicy:
 
     keep: int = DEFAULT_KEEP  # runs of history kept per metric
     reset: bool = False  # restart the history of the saved rows (a hardware change)
-    # A run that shows a change beyond what this machine can detect starts the metric's history
-    # at the new level (an accepted change), keeping the old level and when it changed: a
-    # history mixing both levels would blind the check for later changes.
-    judge: Judge | None = None
     when: str = ""  # this save's date and time (ISO 8601), for the accepted levels
     prune: frozenset[str] = frozenset()  # rows to drop (tests no longer in the suite)
+    # Where the values came from when another tool measured them (a pytest-benchmark run,
+    # compare/seed.py): said by every verdict that rests on them, replaced by the next save.
+    seeded_from: str | None = None
 
 
-def _process_values(metric: Metric) -> list[float]:
-    return [v for v in [metric.value, *(metric.runs or [])] if math.isfinite(v)]
-
-
-def _merged_metric(new: Metric, old: dict[str, Any] | None, policy: MergePolicy
-                   ) -> tuple[dict[str, Any], str | None]:
-    """The stored form of a measured metric: its latest value and samples with the history of
-    its runs; what a comparison made of it (the verdict) and the values of this run's fresh
-    processes (which join the history) are not stored as such. Also returns, for a new level,
-    "before -> after" in words."""
-    if old and old.get("seeded_from"):
+def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
+                   old: Stored | None, policy: MergePolicy) -> tuple[Stored, str | None]:
+    """The stored form of a measured metric: its latest run with the history of its runs; the
+    values of every process of this run join the history as one occasion. A run whose verdict
+    (regressed or improved beyond what this machine can detect) says the metric moved starts
+    its history at the new level, keeping the old level and when it changed: a history mixing
+    both levels would blind the check for later changes. Also returns, for a new level or a
+    restarted history, what happened in words."""
+    if old is not None and old.seeded_from:
         old = None  # another tool's value, measured another way: pytest-hpml's runs replace it
-    level = None
-    if old is not None and policy.judge is not None:
-        verdict = new.verdict or policy.judge(new, Metric.from_dict(old))
-        if verdict is not None and verdict.outcome in LEVEL_CHANGES:
-            level = verdict
-    accepted = list(old.get("accepted") or []) if old else []
-    if level is not None:
-        after = statistics.median(_process_values(new))
-        accepted.append({"on": policy.when, "before": level.baseline, "after": after})
+    said = None
+    if old is not None:
+        factor = conversion(old.unit, new.unit)
+        flipped = old.better and new.better and old.better != new.better
+        if factor is None or flipped:
+            what = (f"unit {old.unit or 'none'} -> {new.unit or 'none'}" if factor is None
+                    else f"better {old.better} -> {new.better}")
+            said, old = f"history restarted ({what})", None
+        elif factor != 1.0:
+            old = old.scaled(factor, new.unit)  # a latency saved in ms, now in s
+    accepted = list(old.accepted or []) if old else []
+    if old is not None and verdict is not None and verdict.outcome in LEVEL_CHANGES:
+        after = values.value
+        before = verdict.baseline if verdict.baseline is not None else old.reference
+        accepted.append({"on": policy.when, "before": before, "after": after})
+        said = f"{format_change(before, after, new.unit)} ({verdict.outcome})"
         old = None  # the history starts at the new level
     # Every process of this run is one run of history: the spread between them is the noise
     # the next comparison weighs a change against; this save is one occasion of the history.
-    history = list(old.get("history") or [old["value"]]) if old else []
-    fresh = [v for v in new.runs or [] if math.isfinite(v)]
-    added = [*fresh, new.value]
+    added = [v for v in values.values if math.isfinite(v)]
+    history = list(old.runs) if old else []
     saves = _save_counts(old, len(history))
     history = (history + added)[-policy.keep:]
     saves = _trimmed(saves + [len(added)], len(history))
     relative_history = None
-    relative_added = [v for v in new.relative_runs or [] if math.isfinite(v)]
-    if new.relative is not None and len(relative_added) == len(fresh):
+    if values.relative is not None and len(values.relative) == len(values.values):
         # Relative to the yardstick: only while every run timed it, so that it stays the tail
         # of the history as measured, run for run; it restarts after a run that did not.
-        relative = list(old.get("relative_history") or []) if old else []
-        relative_history = (relative + relative_added + [new.relative])[-policy.keep:]
-    stored = replace(new, verdict=None, runs=None, relative_runs=None, history=history,
-                     relative_history=relative_history, history_saves=saves,
-                     accepted=accepted or None)
-    said = None
-    if level is not None:
-        said = (f"{format_value(level.baseline, new.unit)} -> "
-                f"{format_value(accepted[-1]['after'], new.unit)} ({level.outcome})")
-    return stored.to_dict(), said
+        relative = list(old.relative_history or []) if old else []
+        relative_added = [r for v, r in zip(values.values, values.relative, strict=True)
+                          if math.isfinite(v)]
+        relative_history = (relative + relative_added)[-policy.keep:]
+    stored = Stored(new.name, new.value, new.unit, new.better, new.exact, new.tolerance,
+                    new.derived_from, new.samples, new.iqr, new.yardstick, history=history,
+                    relative_history=relative_history, history_saves=saves,
+                    accepted=accepted or None, seeded_from=policy.seeded_from)
+    return stored, said
 
 
-def _save_counts(old: dict[str, Any] | None, stored: int) -> list[int]:
+def _save_counts(old: Stored | None, stored: int) -> list[int]:
     """The values each earlier save added, oldest first; values of a file written before saves
     were counted make one occasion."""
     if not old or not stored:
         return []
-    counts = [int(c) for c in old.get("history_saves") or []]
+    counts = [int(c) for c in old.history_saves or []]
     unaccounted = stored - sum(counts)
     return ([unaccounted] if unaccounted > 0 else []) + counts
 
@@ -113,27 +111,31 @@ def merge(existing: dict[str, dict[str, Any]], records: list[Record],
           policy: MergePolicy = MergePolicy()) -> tuple[dict[str, dict[str, Any]], list[str],
                                                         list[str]]:
     """The stored records with `records` merged in: each measured metric's latest value and
-    samples replace the old ones and its value joins the history (the last `keep` runs; with
-    reset, the history restarts; after a change beyond the noise, it starts at the new level).
-    Metrics of a row that this run did not produce keep their history; rows not in `records`
-    are kept as they were, unless pruned. Returns the merged records, the metrics left out
-    because they are not finite numbers, and one line per new level."""
+    samples replace the old ones and the values of its processes join the history (the last
+    `keep` runs; with reset, the history restarts; after a change its verdict says is beyond
+    the noise, it starts at the new level). Metrics of a row that this run did not produce keep
+    their history; rows not in `records` are kept as they were, unless pruned. Returns the
+    merged records, the metrics left out because they are not finite numbers, and one line
+    per new level or restarted history."""
     merged = {k: v for k, v in existing.items() if k not in policy.prune}
     skipped, levels = [], []
     for record in records:
         stored = [] if policy.reset else existing.get(record.id, {}).get("metrics", [])
         old = {m["name"]: m for m in stored}
         data = record.to_dict()
+        for key in ("verdicts", "replicates", "expected_missing"):
+            data.pop(key, None)  # what a comparison made of the run: not stored as such
         kept, not_numbers = measured_figures(record)
         skipped += [f"{record.id} {m.name} = {m.value}" for m in not_numbers]
         data["metrics"] = []
         for m in kept:
-            metric, level = _merged_metric(m, old.pop(m.name, None), policy)
-            data["metrics"].append(metric)
-            if level:
-                levels.append(f"{record.id} {m.name}: {level}")
+            before = old.pop(m.name, None)
+            metric, said = _merged_metric(m, record.values_of(m.name), record.verdict(m.name),
+                                          Stored.from_dict(before) if before else None, policy)
+            data["metrics"].append(metric.to_dict())
+            if said:
+                levels.append(f"{record.id} {m.name}: {said}")
         # What this run did not produce (a save of part of a row) keeps its history.
         data["metrics"] += [m for m in stored if m["name"] in old]
-        data.pop("expected_missing", None)
         merged[record.id] = data
     return merged, skipped, levels

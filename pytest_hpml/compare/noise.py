@@ -23,6 +23,7 @@ import statistics
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from pytest_hpml.compare.advice import Advice
 from pytest_hpml.measure.stats import t_quantile
 
 #: Assumed drift of a time or a rate between occasions until the history has seen it.
@@ -204,26 +205,22 @@ def yardstick_tracks(measured: list[float], relative: list[float]) -> tuple[bool
     return False, f"the yardstick does not track this metric ({said})"
 
 
-def blind_spot(n: Noise, mdc: float, limit: float, alpha: float) -> str:
-    """What a detectable change beyond `limit` means, and what would narrow it."""
+def blind_spot(n: Noise, mdc: float, limit: float, alpha: float,
+               advice: Advice | None = None) -> str:
+    """What a detectable change beyond `limit` means, and what would narrow it (said by the
+    comparison's path: `advice`)."""
+    advice = advice or Advice()
     factor = math.floor(100 * (1 + mdc)) / 100  # rounded down: this one passes unseen
     processes = n.runs_before + n.runs_now
     spread = "unknown" if n.between is None else pct(n.between)
     said = (f"cannot detect a {factor:.2f}x slowdown here (detectable ±{pct(mdc)}, the limit "
             f"is ±{pct(limit)}): {processes} processes, spread {spread}")
     if n.drift and n.process_share < 0.5:
-        fix = ("the drift between occasions dominates: more saves on other occasions teach "
-               "it, or --hpml-compare-ref measures the base commit now, beside this one")
+        fix = advice.drift()
     elif n.between is None:
-        fix = ("more processes: a save with --hpml-baseline-processes=3 or more and "
-               "--hpml-confirm learn the spread between them; or longer samples "
-               "(--hpml-max-time)")
+        fix = advice.unknown_spread()
     else:
         needed = n.processes_for(limit, alpha)
-        save = (f"--hpml-baseline-processes={needed} for the save, "
-                if needed and needed > n.runs_before else "")
-        fix = (f"more processes: {needed} on each side ({save}--hpml-confirm={needed - 1}) "
-               "would bring it under the limit" if needed else
-               "no number of processes up to 20 would: longer samples (--hpml-max-time), "
-               "a quieter machine, or a larger problem size")
+        fix = advice.processes(needed, n.runs_before, n.runs_now) if needed else \
+            advice.nothing()
     return f"{said}; {fix}"

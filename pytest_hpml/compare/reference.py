@@ -6,8 +6,8 @@ cannot tamper with a stored number.
 
 REF is checked out with `git worktree add --detach` into a temporary folder, removed at the end
 of the run (a run killed outright leaves it to the next run's `git worktree prune`). A process
-at REF is the same pytest command as a confirmation rerun (compare/confirm.py), forked from the
-same forkserver, with everything that names the repository moved into the worktree:
+at REF is the same pytest command as any fresh process of the run (pytest_hpml.rerun), forked
+from the same forkserver, with everything that names the repository moved into the worktree:
 
 - its folder, --rootdir, the configuration file (-c) and the node id's file: the worktree's;
 - the import path: the worktree's rootdir and its src/ first (src layouts, and packages at the
@@ -33,8 +33,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_hpml.compare.confirm import metrics_by_name
-from pytest_hpml.results import Metric, Record
+from pytest_hpml.results import Record
 
 
 class RefError(Exception):
@@ -155,28 +154,6 @@ def ref_environment(environ: dict[str, str], mapping: Mapping, rootdir: Path
     """The environment of a process at REF: PYTHONPATH moved (for what the test starts)."""
     given = [e for e in environ.get("PYTHONPATH", "").split(os.pathsep) if e]
     return {**environ, "PYTHONPATH": os.pathsep.join(mapping.import_path(given, rootdir))}
-
-
-#: Exit statuses of a process at REF that mean the test is not there: "file or node not found"
-#: (a usage error) and "no tests collected".
-NOT_THERE = (4, 5)
-
-
-def base_metrics(processes: list[list[Record]], record_id: str) -> dict[str, Metric]:
-    """One row's metrics as a baseline measured now: each metric of the first process at REF
-    with the values of all of them as its history, one occasion, as measured and relative to
-    the yardstick where every process timed it."""
-    found = metrics_by_name(processes, record_id)
-    out = {}
-    for name, metrics in found.items():
-        first = metrics[0]
-        values = [m.value for m in metrics]
-        relative = [m.relative for m in metrics]
-        out[name] = Metric.from_dict({
-            **first.to_dict(), "runs": None, "relative_runs": None, "verdict": None,
-            "history": values, "history_saves": [len(values)],
-            "relative_history": relative if None not in relative else None})
-    return out
 
 
 def rows_only_at_ref(processes: list[list[Record]], made: set[str]) -> list[Record]:

@@ -5,7 +5,7 @@ first comparison after switching has something to compare with.
 Each benchmark becomes the metric `time` (its median, seconds per call; its samples where the
 run kept them with --benchmark-save-data) of the record whose id is the benchmark's `fullname`:
 pytest's node id, which is the record id pytest-hpml's `benchmark` fixture records under. Each
-seeded metric says where it came from (Metric.seeded_from): one run measured by another tool
+seeded metric says where it came from (Stored.seeded_from): one run measured by another tool
 tells nothing of the spread between runs, so every verdict resting on it says so, and the first
 save of pytest-hpml's own runs replaces it (compare/baselines.py).
 """
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hpml.compare import baselines
+from pytest_hpml.compare.history import MergePolicy
 from pytest_hpml.machine.fingerprint import machine_key
 from pytest_hpml.results import Metric, Record
 
@@ -85,7 +86,7 @@ def records_from(document: dict[str, Any], source: str) -> tuple[list[Record], l
         params = {"test": fullname.split("::", 1)[-1].split("[", 1)[0],
                   **(bench.get("params") or {})}
         metric = Metric(name=METRIC, value=float(median), unit="s", better="lower",
-                        samples=samples, seeded_from=source,
+                        samples=samples,
                         iqr=float(stats["iqr"]) if _finite(stats.get("iqr")) else None)
         records.append(Record(id=fullname, params=params, metrics=[metric],
                               experiment=f"benchmark {group!r}" if group else "benchmark"))
@@ -130,7 +131,7 @@ def seed(run: Path, directory: Path, fingerprint: dict[str, Any], profile: str) 
     result.kept = [r.id for r in records if r.id in held]
     new = [r for r in records if r.id not in held]
     if new:
-        baselines.save(path, fingerprint, profile, new)
+        baselines.save(path, fingerprint, profile, new, MergePolicy(seeded_from=source))
     result.seeded = [r.id for r in new]
     return result
 

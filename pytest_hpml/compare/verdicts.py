@@ -41,15 +41,16 @@ from functools import partial
 from pytest_hpml.compare.noise import (
     DEFAULT_DRIFT,
     SPEED_UNITS,
+    Advice,
     Noise,
     blind_spot,
     estimate,
     pct,
     yardstick_tracks,
 )
+from pytest_hpml.compare.stored import Stored
 from pytest_hpml.measure.stats import mann_whitney_u, median_uncertainty
-from pytest_hpml.report.units import format_value
-from pytest_hpml.results import Metric, Record, Verdict
+from pytest_hpml.results import Metric, Replicates, Verdict
 
 DEFAULT_TOLERANCE = 0.10
 DEFAULT_ALPHA = 0.01
@@ -72,12 +73,20 @@ def relative_change(old: float, new: float) -> float:
 
 @dataclass(frozen=True)
 class Rules:
-    """What a comparison holds a change to (the run's options), carried through a verdict."""
+    """What a comparison holds a change to (the run's options, declared once in
+    pytest_hpml.policy; the command line's own), carried through every verdict."""
 
     tolerance: float = DEFAULT_TOLERANCE
     alpha: float = DEFAULT_ALPHA
     drift: float = DEFAULT_DRIFT  # assumed for times and rates until the history knows it
-    max_detectable: float | None = None  # flag blind spots beyond this MDC (None: never)
+    max_detectable: float | None = DEFAULT_MAX_DETECTABLE  # blind spots beyond it (None: never)
+
+    def tolerance_of(self, metric: Metric, base: Stored | None = None) -> float:
+        """The tolerance a metric's change is held to: its own, else 0 for an exact figure,
+        else the run's."""
+        if metric.tolerance is not None:
+            return metric.tolerance
+        return 0.0 if metric.exact or (base is not None and base.exact) else self.tolerance
 
 
 @dataclass
@@ -93,23 +102,22 @@ class Evidence:
     noise: Noise | None = None
 
 
-def _series(current: Metric, base: Metric) -> list[Evidence]:
-    """The values as measured, and, when both runs timed the machine's yardstick, the values
+def _series(now: Replicates, base: Stored) -> list[Evidence]:
+    """The values as measured, and, when both sides timed the machine's yardstick, the values
     relative to it (their history is the tail of the one as measured, save for save)."""
     saves = base.history_saves if base.history else None
-    found = [Evidence("", list(base.history or [base.value]), saves,
-                      [current.value, *(current.runs or [])])]
+    found = [Evidence("", base.runs, saves, list(now.values))]
     base_relative = base.relative_history or ([base.relative] if base.relative else None)
-    if current.relative is not None and base_relative:
-        found.append(Evidence(RELATIVE, list(base_relative), saves,
-                              [current.relative, *(current.relative_runs or [])]))
+    if now.relative is not None and base_relative:
+        found.append(Evidence(RELATIVE, list(base_relative), saves, list(now.relative)))
     return found
 
 
-def _weigh(e: Evidence, current: Metric, base: Metric, tol: float, rules: Rules) -> Evidence:
+def _weigh(e: Evidence, current: Metric, base: Stored, tol: float, rules: Rules) -> Evidence:
     e.history = [v for v in e.history if math.isfinite(v)]
     if e.history:
-        e.change = relative_change(statistics.median(e.history), statistics.median(e.now))
+        now = [v for v in e.now if math.isfinite(v)] or e.now
+        e.change = relative_change(statistics.median(e.history), statistics.median(now))
         within = math.hypot(median_uncertainty(current.samples or []),
                             median_uncertainty(base.samples or []))
         drift = rules.drift if current.unit in SPEED_UNITS else 0.0
@@ -128,67 +136,45 @@ def _tracking(raw: Evidence, rel: Evidence) -> tuple[bool, str]:
     return yardstick_tracks(measured, relative)
 
 
-def reference_value(base: Metric) -> float:
-    """The stored value a change is measured from: the median of the stored runs (the latest
-    run alone where the baseline kept no history)."""
-    finite = [v for v in base.history or [] if math.isfinite(v)]
-    return statistics.median(finite) if finite else base.value
-
-
-def accepted_level(base: Metric) -> str | None:
-    """The stored level's last accepted change in words, e.g. "accepted on 2026-11-23 14:02:
-    215.9 us -> 86.1 us"; None where no save accepted one."""
-    if not base.accepted:
-        return None
-    last = base.accepted[-1]
-    when = str(last.get("on", ""))[:16].replace("T", " ")
-    return (f"accepted on {when}: {format_value(last['before'], base.unit)} -> "
-            f"{format_value(last['after'], base.unit)}")
-
-
-def compare_metric(current: Metric, base: Metric | None, tolerance: float = DEFAULT_TOLERANCE,
-                   alpha: float = DEFAULT_ALPHA, can_confirm: int = 0, *,
-                   drift: float = DEFAULT_DRIFT, max_detectable: float | None = None
-                   ) -> Verdict | None:
-    """The verdict of a measured metric against its stored counterpart (see _verdict); one
-    that rests on a value another tool measured says so. `drift`: assumed between occasions
-    for a time or a rate until the history knows it; `max_detectable`: a detectable change
-    beyond it is a blind spot, said in the verdict."""
-    verdict = _verdict(current, base, Rules(tolerance, alpha, drift, max_detectable),
-                       can_confirm)
-    if verdict is not None and base is not None and base.seeded_from:
-        basis = "; ".join(filter(None, (verdict.basis, seeded_basis(base.seeded_from))))
-        verdict = replace(verdict, basis=basis)
-    return verdict
-
-
 def seeded_basis(seeded_from: str) -> str:
     return (f"the baseline is {seeded_from}: its between-run spread is unknown until "
             "pytest-hpml has saved its own runs (--hpml-save-baseline)")
 
 
-def _verdict(current: Metric, base: Metric | None, rules: Rules,
-             can_confirm: int) -> Verdict | None:
-    """The verdict of a measured metric against its stored counterpart (None for a metric that
-    is not compared: a check, a reference, a setting). The values of fresh processes travel in
-    current.runs. With can_confirm (the fresh processes a confirmation would add), a worse
-    change beyond the tolerance comes back `suspect`, to be measured again before it is final,
-    unless the noise already known says no such confirmation could make it a regression."""
+def judge_metric(current: Metric, now: Replicates, base: Stored | None, rules: Rules,
+                 can_confirm: int = 0, advice: Advice | None = None) -> Verdict | None:
+    """The verdict of a measured metric, measured in the processes `now` (the test's own
+    first), against its evidence `base` in the same unit and direction (the engine checks and
+    converts them first); None for a metric that is not compared (a check, a reference, a
+    setting). With can_confirm (the fresh processes a confirmation would add), a worse change
+    beyond the tolerance comes back `suspect`, to be measured again before it is final, unless
+    the noise already known says no such confirmation could make it a regression. One that
+    rests on a value another tool measured says so."""
     if not current.compared:
         return None
     if base is None:
-        return Verdict("new")
-    exact = current.exact or base.exact
-    tol = current.tolerance if current.tolerance is not None else 0.0 if exact else \
-        rules.tolerance
-    if not math.isfinite(current.value):
+        return Verdict("new", unit=current.unit, current=now.value,
+                       processes=len(now.values))
+    verdict = _verdict(current, now, base, rules, can_confirm, advice or Advice())
+    verdict = replace(verdict, unit=current.unit, processes=len(now.values),
+                      accepted=verdict.accepted or base.last_accepted())
+    if base.seeded_from:
+        basis = "; ".join(filter(None, (verdict.basis, seeded_basis(base.seeded_from))))
+        verdict = replace(verdict, basis=basis)
+    return verdict
+
+
+def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_confirm: int,
+             advice: Advice) -> Verdict:
+    tol = rules.tolerance_of(current, base)
+    if not math.isfinite(now.value):
         # A number was recorded before and now there is none: the run is broken, whatever
         # the metric's direction.
-        return Verdict("regressed", baseline=base.value,
-                       basis=f"the value is {current.value}, not a number as in the baseline")
-    if exact:
-        return _judge_exactly(current, base, tol)
-    raw, *relative = [_weigh(e, current, base, tol, rules) for e in _series(current, base)]
+        return Verdict("regressed", baseline=base.reference, current=now.value,
+                       basis=f"the value is {now.value}, not a number as in the baseline")
+    if current.exact or base.exact:
+        return _judge_exactly(current, now, base, tol)
+    raw, *relative = [_weigh(e, current, base, tol, rules) for e in _series(now, base)]
     said = ""
     if relative:
         tracks, said = _tracking(raw, relative[0])
@@ -198,35 +184,36 @@ def _verdict(current: Metric, base: Metric | None, rules: Rules,
     e = min((x for x in (raw, *relative) if x.noise is not None), key=lambda x: x.mdc,
             default=None)
     if e is None:  # an old baseline that stored NaN: nothing to compare with
-        return Verdict("ambiguous", baseline=base.value,
+        return Verdict("ambiguous", baseline=base.value, current=now.value,
                        basis="the baseline holds no number to compare with")
-    verdict = _judge(e, current, base, tol, rules, can_confirm,
+    verdict = _judge(e, current, now, base, tol, rules, can_confirm,
                      f"; {said}; judged as measured" if said and e is raw else "")
     if e is not raw and verdict.outcome in ("regressed", "improved", SUSPECT) and \
             raw.change * e.change <= 0 and raw.noise is not None:
         # The yardstick moved on its own: a verdict relative to it that the values as measured
         # do not show in the same direction would be invented.
         e = raw
-        verdict = _judge(raw, current, base, tol, rules, can_confirm,
+        verdict = _judge(raw, current, now, base, tol, rules, can_confirm,
                          f"; {RELATIVE} {relative[0].change:+.1%} {verdict.outcome}, but the "
                          "values as measured moved the other way: judged as measured")
     # A blind spot is what the noise hides; a wide tolerance is the user's own choice.
     noisy = e.noise.mdc(0.0, rules.alpha) if e.noise is not None else 0.0
-    if rules.max_detectable is not None and noisy > rules.max_detectable:
+    if rules.max_detectable and noisy > rules.max_detectable:
         verdict = replace(verdict, blind=blind_spot(e.noise, noisy, rules.max_detectable,
-                                                    rules.alpha))
+                                                    rules.alpha, advice))
     return verdict
 
 
-def _judge(e: Evidence, current: Metric, base: Metric, tol: float, rules: Rules,
-           can_confirm: int, note: str) -> Verdict:
+def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: float,
+           rules: Rules, can_confirm: int, note: str) -> Verdict:
     """The verdict that the series `e` supports; `note` is added to its evidence."""
     assert e.noise is not None
-    judged = partial(Verdict, baseline=reference_value(base), change=e.change, mdc=e.mdc,
-                     relative=bool(e.label), accepted=accepted_level(base))
+    judged = partial(Verdict, baseline=base.reference, current=now.value, change=e.change,
+                     mdc=e.mdc, relative=bool(e.label))
     evidence = e.noise.describe() + note
     if e.label:
-        evidence += f"; {e.label} (as measured: {_as_measured(current, base):+.1%})"
+        as_measured = relative_change(base.reference, now.value)
+        evidence += f"; {e.label} (as measured: {as_measured:+.1%})"
     if abs(e.change) <= tol:
         return judged("unchanged", basis=f"within the {pct(tol)} tolerance; {evidence}")
     if current.better is None:
@@ -257,18 +244,12 @@ def _judge(e: Evidence, current: Metric, base: Metric, tol: float, rules: Rules,
                         f"{len(e.now)} process(es): {shown}; {evidence}")
 
 
-def _as_measured(current: Metric, base: Metric) -> float:
-    values = [v for v in [current.value, *(current.runs or [])] if math.isfinite(v)]
-    return relative_change(reference_value(base), statistics.median(values))
-
-
-def _judge_exactly(current: Metric, base: Metric, tol: float) -> Verdict:
+def _judge_exactly(current: Metric, now: Replicates, base: Stored, tol: float) -> Verdict:
     """An exact figure against the stored one: no noise, so any change beyond the tolerance is
     a change, and measuring again would give the same figure."""
-    change = relative_change(base.value, current.value)
-    judged = partial(Verdict, baseline=base.value, change=change, mdc=tol,
-                     accepted=accepted_level(base))
-    shown = f"{base.value:.6g} -> {current.value:.6g} {current.unit}".rstrip()
+    change = relative_change(base.value, now.value)
+    judged = partial(Verdict, baseline=base.value, current=now.value, change=change, mdc=tol)
+    shown = f"{base.value:.6g} -> {now.value:.6g} {current.unit}".rstrip()
     if abs(change) <= tol:
         return judged("unchanged", basis=f"exact figure: {shown}"
                       + (f", within the {pct(tol)} tolerance" if change else ""))
@@ -289,7 +270,7 @@ def _confirmation_could_catch(e: Evidence, extra: int, tol: float, alpha: float)
     return abs(e.change) > n.mdc(tol, alpha, runs_now=len(e.now) + extra, extra_dof=extra)
 
 
-def _rank_test(current: Metric, base: Metric) -> float | None:
+def _rank_test(current: Metric, base: Stored) -> float | None:
     """With one process on each side, the p-value of the rank test of their samples, where
     there are enough (None otherwise): it cannot see process-to-process noise, so it only
     ever holds a verdict back."""
@@ -297,68 +278,3 @@ def _rank_test(current: Metric, base: Metric) -> float | None:
             and len(base.samples) >= MIN_SAMPLES_FOR_TEST):
         return None
     return mann_whitney_u(current.samples, base.samples)[1]
-
-
-def follow_timings(record: Record) -> None:
-    """Metrics derived from a timing take that timing's verdict (a bandwidth regresses exactly
-    when its time does): one decision per measurement, whatever is derived from it. The
-    derived metric keeps its own baseline and change."""
-    for m in record.metrics:
-        source = record.metric(m.derived_from) if m.derived_from else None
-        if (source is None or source.verdict is None or m.verdict is None
-                or m.verdict.outcome == "new" or not math.isfinite(m.value)):
-            continue
-        m.verdict = replace(source.verdict, baseline=m.verdict.baseline,
-                            change=m.verdict.change, relative=m.verdict.relative,
-                            basis=f"follows {source.name}: {source.verdict.basis}")
-
-
-def compare_record(record: Record, old: dict[str, Metric], tolerance: float = DEFAULT_TOLERANCE,
-                   alpha: float = DEFAULT_ALPHA, can_confirm: int = 0, *,
-                   drift: float = DEFAULT_DRIFT, max_detectable: float | None = None
-                   ) -> list[Metric]:
-    """Verdicts for every metric of `record` against `old` (the baseline's metrics of the same
-    row); returns a 'missing' metric for each baseline metric the row lacks."""
-    for metric in record.metrics:
-        metric.verdict = compare_metric(metric, old.get(metric.name), tolerance, alpha,
-                                        can_confirm, drift=drift, max_detectable=max_detectable)
-    follow_timings(record)
-    missing = []
-    for name, base in old.items():
-        if record.metric(name) is None and base.compared:
-            missing.append(Metric(name=name, value=math.nan, unit=base.unit, better=base.better,
-                                  verdict=Verdict("missing", baseline=reference_value(base)),
-                                  note=None if not record.may_miss(name) else "expected"))
-    return missing
-
-
-def suspects(record: Record) -> list[str]:
-    return [m.name for m in record.metrics if outcome(m) == SUSPECT]
-
-
-def outcome(metric: Metric) -> str | None:
-    """The metric's verdict in one word, None where it has none."""
-    return metric.verdict.outcome if metric.verdict else None
-
-
-def failures(record: Record, tolerance: float = DEFAULT_TOLERANCE) -> list[str]:
-    """One line per metric of a compared record that fails the comparison."""
-    lines = []
-    for m in record.metrics:
-        v = m.verdict
-        if v is None:
-            continue
-        if v.outcome == "regressed" and not math.isfinite(m.value):
-            lines.append(f"{record.id} {m.name}: {m.value} where the baseline has "
-                         f"{v.baseline:.6g} {m.unit}".rstrip() + " (the run produced no number)")
-        elif v.outcome == "regressed":
-            tol = m.tolerance if m.tolerance is not None else 0.0 if m.exact else tolerance
-            lines.append(f"{record.id} {m.name}: "
-                         + f"{v.baseline:.6g} -> {m.value:.6g} {m.unit}".rstrip()
-                         + f" ({v.change:+.1%}, tolerance {tol:.0%}): {v.basis}")
-        elif v.outcome == "missing" and not record.may_miss(m.name):
-            was = f"{v.baseline:.6g} {m.unit}".strip()
-            lines.append(f"{record.id} {m.name}: in the baseline ({was}) but "
-                         "not recorded by this run; if that is expected (an out-of-memory "
-                         "batch, a removed metric), call hpml.expect_missing(...) in the test")
-    return lines

@@ -1,5 +1,6 @@
-"""The process's one forkserver, shared by the distributed launcher (ranks) and the comparison's
-confirmations (fresh pytest processes).
+"""The process's one forkserver, shared by the distributed launcher (ranks) and fresh pytest
+processes (confirmations, saves, processes at a git ref: pytest_hpml.rerun), and how a pytest
+process is forked from it.
 
 multiprocessing keeps a single forkserver per process, and its preload list is read once, when
 the server starts; a later list is ignored. So every user adds to one list here instead of
@@ -8,9 +9,16 @@ replacing it, and whoever starts the server first starts it with all that was as
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterable
 from multiprocessing import forkserver as server
+from pathlib import Path
 from typing import Any
 
 _preload: list[str] = []
@@ -51,3 +59,96 @@ def ensure_running() -> None:
     """Start the server now (if it is not running) with the preload list as it stands."""
     if available():
         server.ensure_running()
+
+
+# -- a pytest process forked from the server ------------------------------------------------------
+
+#: Seconds a forked pytest process may run before it is killed.
+PROCESS_TIMEOUT = 900.0
+#: Seconds a stopped process has to end its own session before it is killed.
+STOP_GRACE = 5.0
+
+
+def _end_with_the_parent() -> None:
+    """Make this process end with the run that started it, even when the run is killed without
+    a chance to stop it (SIGKILL, an xdist worker killed).
+
+    The forkserver ends when no process holds the write end of its "alive" pipe; the run holds
+    one, and multiprocessing hands one to every process the server forks, so a running child
+    would keep the server, and the server the child, alive for ever. The child gives its copy
+    up (it never asks the server for anything: a forkserver it needs is its own), and asks the
+    kernel (Linux) for SIGTERM when its parent, the server, ends."""
+    alive = getattr(getattr(server, "_forkserver", None), "_forkserver_alive_fd", None)
+    if alive is not None:
+        with contextlib.suppress(OSError):
+            os.close(alive)
+        server._forkserver._forkserver_alive_fd = None  # type: ignore[attr-defined]
+    if not sys.platform.startswith("linux"):
+        return  # pragma: no cover
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl in this libc
+        pass
+
+
+def _pytest_body(args: list[str], cwd: str, log: str, environ: dict[str, str],
+                 sys_path: list[str] | None = None) -> None:
+    """A forked pytest process's body: pytest's output to a log; `sys_path`: the import path
+    to run with (another checkout's code, compare/reference.py)."""
+    _end_with_the_parent()
+    if sys_path is not None:
+        sys.path[:] = sys_path
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.chdir(cwd)
+    # The run's environment now, as a subprocess started now would get it (the forkserver's
+    # is the one it started with).
+    os.environ.clear()
+    os.environ.update(environ)
+    import pytest as fresh_pytest
+
+    code = fresh_pytest.main(args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(code))
+
+
+def _stop(process: Any) -> None:
+    """End a child: SIGTERM (it stops its session as Ctrl-C does), then SIGKILL."""
+    process.terminate()
+    process.join(STOP_GRACE)
+    if process.is_alive():
+        process.kill()
+        process.join()
+
+
+def run_pytest(args: list[str], cwd: Path, log: Path, environ: dict[str, str],
+               preload: Iterable[str] = (), sys_path: list[str] | None = None
+               ) -> tuple[int, str]:
+    """Run pytest with `args` in a process forked from the server (a subprocess where there is
+    none), in `cwd`, with `environ` and `sys_path` (default: the server's, as this process's);
+    returns its exit status and output. The child starts with a fresh allocator and no thread
+    pools, as a new process does, without paying the server's imports again; it ends with this
+    process (Ctrl-C, SIGTERM) and with the server."""
+    start = context(preload)
+    if start is None:  # pragma: no cover - platforms without a forkserver
+        # subprocess.run kills the child on any exception, KeyboardInterrupt included.
+        done = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd,
+                              capture_output=True, text=True, timeout=PROCESS_TIMEOUT,
+                              env=environ)
+        return done.returncode, done.stdout + done.stderr
+    process = start.Process(target=_pytest_body, name="hpml-pytest",
+                            args=(args, str(cwd), str(log), environ, sys_path))
+    process.start()
+    try:
+        process.join(PROCESS_TIMEOUT)
+    except BaseException:
+        # Ctrl-C or SIGTERM in this run: the child ends with it instead of running on.
+        _stop(process)
+        raise
+    if process.is_alive():
+        _stop(process)
+        return -9, f"killed after {PROCESS_TIMEOUT:g} s"
+    output = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    return process.exitcode or 0, output

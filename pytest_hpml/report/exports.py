@@ -13,8 +13,6 @@ spread of single samples.
 from __future__ import annotations
 
 import json
-import math
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,12 +39,11 @@ def _series(records: list[Record], say: Say | None, tool: str) -> list[tuple[Rec
     return points
 
 
-def point(metric: Metric) -> tuple[float, float | None]:
+def point(record: Record, metric: Metric) -> tuple[float, float | None]:
     """(value, half-width of its ~95 % interval) of a series point: the median of the process
     values the verdict rests on, and the notch of the samples (1.57 IQR / sqrt(n)); None where
     there are too few samples for one."""
-    values = [v for v in [metric.value, *(metric.runs or [])] if math.isfinite(v)]
-    value = statistics.median(values) if values else metric.value
+    value = record.values_of(metric.name).value
     notch = median_uncertainty(metric.samples or [])
     return value, (notch * abs(value) if notch else None)
 
@@ -61,7 +58,7 @@ def benchmark_action(records: list[Record], say: Say | None = None) -> dict[str,
     for r, m in _series(records, say, "github-action-benchmark"):
         if m.better is None:
             continue
-        value, notch = point(m)
+        value, notch = point(r, m)
         entry = {"name": _name(r, m.name), "unit": m.unit, "value": value}
         if notch is not None:
             entry["range"] = f"± {notch:.4g}"
@@ -105,7 +102,7 @@ def bencher_bmf(records: list[Record], say: Say | None = None
     """Bencher Metric Format: {benchmark: {measure: {value, lower_value, upper_value}}}."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for r, m in _series(records, say, "Bencher"):
-        value, notch = point(m)
+        value, notch = point(r, m)
         entry = {"value": value}
         if notch is not None:
             entry["lower_value"] = value - notch

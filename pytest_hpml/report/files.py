@@ -109,8 +109,8 @@ def writable_problem(path: Path, folder: bool = False) -> str | None:
         return f"Permission denied ({existing})"
     return None
 CSV_COLUMNS = ["experiment", "id", "params", "metric", "kind", "value", "unit", "better", "iqr",
-               "n_samples", "baseline", "change", "verdict", "detectable", "basis", "source",
-               "note", "blind_spot"]
+               "n_samples", "processes", "baseline", "change", "verdict", "detectable", "basis",
+               "source", "note", "blind_spot"]
 
 
 def _csv_number(value: float | None) -> str:
@@ -119,20 +119,27 @@ def _csv_number(value: float | None) -> str:
 
 
 def write_csv(stream: TextIO, records: list[Record]) -> None:
-    """Every metric of `records`, one row each, with its verdict where it has one."""
+    """Every metric of `records`, one row each, with its verdict where it has one; `value` is
+    the value the verdict rests on (the median of the processes that measured it), in the unit
+    of the verdict where the baseline's was converted to it; a metric of the evidence that the
+    row lacks (missing) has a row with no value."""
     writer = csv.writer(stream)
     writer.writerow(CSV_COLUMNS)
     for r in records:
         params = ";".join(f"{k}={v}" for k, v in r.params.items())
-        for m in r.metrics:
-            v = m.verdict
-            writer.writerow([r.experiment, r.id, params, m.name, m.kind, repr(m.value),
-                             m.unit, m.better or "", _csv_number(m.iqr),
-                             len(m.samples) if m.samples else "",
+        names = [m.name for m in r.metrics] + [n for n in r.verdicts if r.metric(n) is None]
+        for name in names:
+            m, v = r.metric(name), r.verdicts.get(name)
+            values = r.values_of(name)
+            writer.writerow([r.experiment, r.id, params, name, m.kind if m else "measured",
+                             repr(values.value) if m else "", m.unit if m else v.unit,
+                             (m.better or "") if m else "", _csv_number(m and m.iqr),
+                             len(m.samples) if m and m.samples else "",
+                             len(values.values) if m and m.compared else "",
                              _csv_number(v and v.baseline), _csv_number(v and v.change),
                              v.outcome if v else "", _csv_number(v and v.mdc),
-                             (v and v.basis) or "", m.source or "", m.note or "",
-                             (v and v.blind) or ""])
+                             (v and v.basis) or "", (m and m.source) or "",
+                             (m and m.note) or "", (v and v.blind) or ""])
 
 
 def write_report(path: Path, records: list[Record], fingerprint: dict[str, Any], profile: str,

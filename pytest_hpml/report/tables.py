@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_hpml.report.units import format_number, format_scaled, scale_for
-from pytest_hpml.results import Metric, Record
+from pytest_hpml.report.units import format_number, format_scaled, format_value, scale_for
+from pytest_hpml.results import Record
 
 
 @dataclass
@@ -52,8 +52,13 @@ def _column_scale(unit: str, values: list[float]) -> tuple[float, str]:
     return scale_for(unit, statistics.median(finite)) if finite else (1.0, unit)
 
 
-def _cell(metric: Metric | None, factor: float) -> str:
-    return "" if metric is None else format_scaled(metric.value, metric.unit, factor, metric.iqr)
+def _cell(record: Record, name: str, factor: float) -> str:
+    """A metric's cell: the value its verdict and exports rest on (the median of the processes
+    that measured it), with the spread of the test's own samples."""
+    metric = record.metric(name)
+    if metric is None:
+        return ""
+    return format_scaled(record.values_of(name).value, metric.unit, factor, metric.iqr)
 
 
 def _header(name: str, unit: str) -> str:
@@ -61,8 +66,7 @@ def _header(name: str, unit: str) -> str:
 
 
 def _metric_columns(records: list[Record], names: list[str] | None = None) -> list[tuple[str, str]]:
-    found = _unique(m.name for r in records for m in r.metrics
-                    if not (m.verdict and m.verdict.outcome == "missing"))
+    found = _unique(m.name for r in records for m in r.metrics)
     if names:
         found = [n for n in names if n in found]
     units = {}
@@ -85,7 +89,7 @@ def wide_table(title: str, records: list[Record]) -> Table:
     rows = []
     for r in records:
         row = [r.params.get(p, "") for p in params]
-        row += [_cell(r.metric(name), f) for (name, _), f in zip(columns, scales, strict=True)]
+        row += [_cell(r, name, f) for (name, _), f in zip(columns, scales, strict=True)]
         rows.append(row)
     return Table(title, headers, rows, notes=_notes(records))
 
@@ -119,7 +123,7 @@ def pivot_tables(title: str, records: list[Record], spec: dict[str, Any]) -> lis
             for value, name, factor in cells:
                 match = [r for r in subset if r.params.get(column) == value
                          and tuple(r.params.get(i) for i in index) == key]
-                row.append(_cell(match[0].metric(name) if match else None, factor))
+                row.append(_cell(match[0], name, factor) if match else "")
             rows.append(row)
         suffix = f" ({split}={part})" if split else ""
         tables.append(Table(title + suffix, headers, rows, notes=_notes(subset)))
@@ -132,24 +136,27 @@ YARDSTICK_MARK = "†"
 BLIND_MARK = "blind spot:"
 
 
+def _params(record: Record) -> str:
+    return ", ".join(f"{k}={val}" for k, val in record.params.items())
+
+
 def _comparison_rows(records: list[Record]) -> list[list[str]]:
     """One row per judged metric: experiment, params, metric, baseline (the value the verdict
-    measured the change from), current, change, verdict, detectable."""
+    measured the change from), current (the value the verdict rests on: the median of this
+    run's processes), change, verdict, detectable."""
     rows = []
     for r in sorted(records, key=lambda r: _sortable(r.order)):
-        for m in r.metrics:
-            v = m.verdict
-            if v is None or not m.compared:
-                continue
-            factor, shown = scale_for(m.unit, v.baseline if v.baseline is not None else m.value)
+        for name, v in r.verdicts.items():
+            shown_at = v.baseline if v.baseline is not None else v.current
+            factor, shown = scale_for(v.unit, shown_at if shown_at is not None else 0.0)
             rows.append([
                 r.experiment.rsplit("::", 1)[-1],
-                ", ".join(f"{k}={val}" for k, val in r.params.items()),
-                m.name,
+                _params(r),
+                name,
                 "" if v.baseline is None
-                else f"{format_number(v.baseline / factor, m.unit)} {shown}".strip(),
-                "" if v.outcome == "missing"
-                else f"{format_number(m.value / factor, m.unit)} {shown}".strip(),
+                else f"{format_number(v.baseline / factor, v.unit)} {shown}".strip(),
+                "" if v.outcome == "missing" or v.current is None
+                else f"{format_number(v.current / factor, v.unit)} {shown}".strip(),
                 "" if v.change is None
                 else f"{v.change:+.1%}{YARDSTICK_MARK if v.relative else ''}",
                 v.outcome,
@@ -180,11 +187,29 @@ def verdict_lines(records: list[Record]) -> list[str]:
     return lines
 
 
+def _blind(records: list[Record]) -> list[tuple[Record, str, str]]:
+    """(row, metric, what it cannot see) of every blind spot; a metric derived from a timing
+    shares its timing's, said once."""
+    return [(r, name, v.blind) for r in records for name, v in r.verdicts.items()
+            if v.blind and not (r.metric(name) and r.metric(name).derived_from)]
+
+
 def blind_spot_lines(records: list[Record]) -> list[str]:
-    """One line per blind spot, for the terminal summary of a comparison without a report (a
-    metric derived from a timing shares its timing's, said once)."""
-    return [f"{BLIND_MARK} {r.id} {m.name}: {m.verdict.blind}" for r in records
-            for m in r.metrics if m.verdict and m.verdict.blind and not m.derived_from]
+    """One line per blind spot, for the terminal summary of a comparison without a report."""
+    return [f"{BLIND_MARK} {r.id} {name}: {blind}" for r, name, blind in _blind(records)]
+
+
+def accepted_note(record: Record, name: str) -> str | None:
+    """The stored level's last accepted change of a metric, in its unit, with its row:
+    "test_speed [size=2] tokens_per_s: accepted on 2026-11-23 14:02: 156 -> 226 1/s"."""
+    v = record.verdicts.get(name)
+    if v is None or v.accepted is None:
+        return None
+    when = v.accepted.on[:16].replace("T", " ")
+    params = _params(record)
+    return (f"{record.experiment.rsplit('::', 1)[-1]}{f' [{params}]' if params else ''} "
+            f"{name}: accepted on {when}: {format_value(v.accepted.before, v.unit)} -> "
+            f"{format_value(v.accepted.after, v.unit)}")
 
 
 def comparison_table(records: list[Record], title: str = "Comparison with baseline"
@@ -195,14 +220,11 @@ def comparison_table(records: list[Record], title: str = "Comparison with baseli
     notes = ["detectable: the smallest change this machine's noise lets a verdict see for the "
              "metric (the tolerance at least); the reason for each verdict is in the JSON and "
              "CSV reports"]
-    notes += _unique(f"{r.experiment.rsplit('::', 1)[-1]} {m.name}: {m.verdict.accepted}"
-                     for r in records for m in r.metrics
-                     if m.verdict is not None and m.verdict.accepted)
+    notes += _unique(note for r in records for name in r.verdicts
+                     if (note := accepted_note(r, name)))
     notes += _unique(f"{BLIND_MARK} {r.experiment.rsplit('::', 1)[-1]} "
-                     + (f"[{', '.join(f'{k}={v}' for k, v in r.params.items())}] "
-                        if r.params else "") + f"{m.name}: {m.verdict.blind}"
-                     for r in records for m in r.metrics
-                     if m.verdict is not None and m.verdict.blind and not m.derived_from)
+                     + (f"[{_params(r)}] " if r.params else "") + f"{name}: {blind}"
+                     for r, name, blind in _blind(records))
     if any(YARDSTICK_MARK in row[5] for row in rows):
         notes.append(f"{YARDSTICK_MARK}: the change relative to the machine's yardstick (a "
                      "memcpy timed between the samples), which takes out the speed the whole "

@@ -38,6 +38,16 @@ def format_value(value: float, unit: str, spread: float | None = None) -> str:
     return f"{format_scaled(value, unit, factor, spread)} {shown}".strip()
 
 
+def format_change(before: float | None, after: float | None, unit: str) -> str:
+    """'20.16 -> 30.12 ms': two values of one unit, scaled alike (by the first)."""
+    if before is None or after is None:
+        return f"{format_value(before, unit)} -> {format_value(after, unit)}".strip()
+    at = before if math.isfinite(before) and before != 0 else after
+    factor, shown = scale_for(unit, at if math.isfinite(at) else 0.0)
+    return (f"{format_scaled(before, unit, factor)} -> {format_scaled(after, unit, factor)} "
+            f"{shown}").strip()
+
+
 def format_scaled(value: float, unit: str, factor: float, spread: float | None = None) -> str:
     """The number of a cell whose unit (value's unit scaled by `factor`) is printed elsewhere,
     a column header: '1.23', or '1.23 ± 0.04' with a spread (an IQR)."""
@@ -69,3 +79,49 @@ def four_digits(x: float) -> str:
         return f"{x:.3e}"
     decimals = max(0, 3 - math.floor(math.log10(magnitude)))
     return f"{x:.{decimals}f}"
+
+
+# -- converting between units of the same quantity ----------------------------------------------
+
+_TIME = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
+_SI = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+       "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9}
+_BINARY = {"Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40}
+#: Quantities whose unit takes a prefix (the rest are compared by name only: "tokens/s").
+_PREFIXED = ("FLOP", "OP", "bit", "B", "Hz")
+
+
+def _quantity(text: str) -> tuple[float, str]:
+    """(factor to the base unit, base unit) of one side of a unit: 'GB' -> (1e9, 'B')."""
+    text = text.strip()
+    if text in _TIME:
+        return _TIME[text], "s"
+    for base in _PREFIXED:
+        if text.endswith(base):
+            prefix = text[:-len(base)]
+            if prefix in _BINARY:
+                return _BINARY[prefix], base
+            if prefix in _SI and not (base == "B" and prefix in ("m", "u", "µ", "n")):
+                return _SI[prefix], base
+    return 1.0, text
+
+
+def conversion(source: str, target: str) -> float | None:
+    """The factor that turns a value in `source` into `target` (5 ms -> s: 1e-3; GB/s -> B/s:
+    1e9), 1 for the same unit, None where they measure different things (s and B/s)."""
+    if source == target:
+        return 1.0
+    sides = []
+    for unit in (source, target):
+        top, _, bottom = unit.partition("/")
+        factor, base = _quantity(top)
+        if bottom:
+            per, per_base = _quantity(bottom)
+            factor, base = (factor / per, f"{base}/s") if per_base == "s" else (1.0, unit)
+        elif base == "Hz":
+            base = "1/s"
+        sides.append((factor, base))
+    (f_source, b_source), (f_target, b_target) = sides
+    if b_source != b_target:
+        return None
+    return f_source / f_target

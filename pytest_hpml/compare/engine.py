@@ -1,0 +1,267 @@
+"""The comparison engine: every path that judges a metric goes through here with one set of
+rules. A comparison with the stored baseline (--hpml-compare), with the code at a git ref
+measured now (--hpml-compare-ref), of two report files (`python -m pytest_hpml compare`) and a
+save deciding whether a change starts a new level differ only in the evidence they supply (a
+mapping of Stored metrics per row) and in how they measure again; the engine
+
+- folds the values of fresh processes into a row's metrics (merge: the one place, as
+  torch.utils.benchmark's Measurement.merge is the one place replicates are merged);
+- checks that the evidence measures the same thing: units converted where they are
+  commensurable (5 ms and 0.010 s), refused where they are not (s and B/s), a direction that
+  flipped refused (`incomparable`), a measured figure turned into a setting `missing`;
+- judges each metric (verdicts.judge_metric), then lets a metric derived from a timing follow
+  its timing's verdict, and marks what the evidence has and the row lacks `missing`;
+- settles suspected changes by measuring again, within a budget of processes and seconds
+  (settle), and says the failing verdicts in one line each (failures).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from pytest_hpml.compare.noise import Advice
+from pytest_hpml.compare.stored import Stored
+from pytest_hpml.compare.verdicts import SUSPECT, Rules, judge_metric
+from pytest_hpml.report.units import conversion, format_change, format_value
+from pytest_hpml.results import Metric, Record, Replicates, Verdict
+
+T = TypeVar("T")
+#: Verdicts that fail a comparison (`missing` unless the row expects it).
+FAILING = ("regressed", "missing", "incomparable")
+
+
+# -- the values of fresh processes ----------------------------------------------------------------
+
+def merge(before: Replicates, fresh: Iterable[Metric]) -> Replicates:
+    """`before` (the test's own process first, then earlier fresh ones) with the values of
+    further fresh processes appended, in the order they ran. Relative values are kept only
+    while every process timed the yardstick: a series with holes would not be the values as
+    measured, run for run."""
+    fresh = list(fresh)
+    values = (*before.values, *(m.value for m in fresh))
+    relative = [m.relative for m in fresh]
+    keep = before.relative is not None and None not in relative
+    return Replicates(values, (*before.relative, *relative) if keep else None)  # type: ignore
+
+
+def add_processes(records: list[Record], processes: list[list[Record]]) -> None:
+    """Fold what fresh processes measured (each a list of records) into `records`: every
+    measured metric of a row gets the values of the same metric of the same row."""
+    for record in records:
+        found: dict[str, list[Metric]] = {}
+        for made in processes:
+            for other in made:
+                if other.id == record.id:
+                    for m in other.metrics:
+                        found.setdefault(m.name, []).append(m)
+        for m in record.metrics:
+            if m.compared and found.get(m.name):
+                record.replicates[m.name] = merge(record.values_of(m.name), found[m.name])
+
+
+# -- evidence ------------------------------------------------------------------------------------
+
+class Source:
+    """Evidence a run is judged against: the stored metrics of each row, what the evidence is
+    called, the drift assumed between it and this run, and how to narrow a blind spot on
+    this path."""
+
+    label = "the baseline"
+    #: Drift between the evidence and this run assumed until learned (None: the run's rules);
+    #: 0 where both were measured on one occasion.
+    drift: float | None = None
+    advice: Advice = Advice()
+
+    def stored(self, record_id: str) -> dict[str, Stored]:
+        raise NotImplementedError
+
+    def rules(self, rules: Rules) -> Rules:
+        return rules if self.drift is None else replace(rules, drift=self.drift)
+
+
+def _same_quantity(current: Metric, base: Stored) -> tuple[Stored | None, Verdict | None, str]:
+    """The evidence in the current metric's unit, or the verdict that refuses it; and what the
+    conversion was, in words."""
+    factor = conversion(base.unit, current.unit)
+    if factor is None:
+        return None, Verdict(
+            "incomparable", unit=current.unit, baseline=base.reference,
+            basis=f"the unit changed: {base.unit or 'no unit'} in the baseline, "
+                  f"{current.unit or 'no unit'} now, which measure different things; record "
+                  "the new figure under a new name, or accept it (a save with "
+                  "--hpml-reset-baseline restarts its history)"), ""
+    if base.better is not None and current.better is not None and \
+            base.better != current.better:
+        return None, Verdict(
+            "incomparable", unit=current.unit, baseline=base.reference,
+            basis=f"better was {base.better!r} in the baseline and is {current.better!r} now: "
+                  "a change cannot be judged across a flipped direction; record the new "
+                  "figure under a new name, or accept it (a save with --hpml-reset-baseline)"
+        ), ""
+    if factor == 1.0:
+        return base, None, ""
+    return base.scaled(factor, current.unit), None, (
+        f"the baseline's values converted from {base.unit} to {current.unit}")
+
+
+def judge(record: Record, base: dict[str, Stored], rules: Rules, can_confirm: int = 0,
+          advice: Advice | None = None, said: str = "") -> None:
+    """Fill `record.verdicts` against `base` (the evidence's metrics of the same row); `said`
+    opens each verdict's basis (what the evidence is, where that is not the stored baseline)."""
+    verdicts: dict[str, Verdict] = {}
+    for m in record.metrics:
+        old = base.get(m.name)
+        if not m.compared:
+            if old is not None:
+                # A figure measured before and now only shown would leave the comparison
+                # without a word.
+                verdicts[m.name] = Verdict(
+                    "missing", unit=old.unit, baseline=old.reference,
+                    basis=f"measured in the baseline, recorded as a {m.kind} now")
+            continue
+        if old is None:
+            verdicts[m.name] = judge_metric(m, record.values_of(m.name), None, rules)
+            continue
+        converted, refused, note = _same_quantity(m, old)
+        if refused is not None:
+            verdicts[m.name] = refused
+            continue
+        verdict = judge_metric(m, record.values_of(m.name), converted, rules, can_confirm,
+                               advice)
+        if verdict is not None and note:
+            verdict = replace(verdict, basis=f"{verdict.basis}; {note}")
+        verdicts[m.name] = verdict
+    _follow_timings(record, verdicts)
+    for name, old in base.items():
+        if record.metric(name) is None:
+            verdicts[name] = Verdict(
+                "missing", unit=old.unit, baseline=old.reference,
+                basis="expected by the test (hpml.expect_missing)" if record.may_miss(name)
+                else "in the baseline, not recorded by this run")
+    if said:
+        verdicts = {k: v if v.outcome == "new" else replace(
+            v, basis=f"{said}; {v.basis}" if v.basis else said) for k, v in verdicts.items()}
+    record.verdicts = verdicts
+
+
+def _follow_timings(record: Record, verdicts: dict[str, Verdict]) -> None:
+    """Metrics derived from a timing take that timing's verdict (a bandwidth regresses exactly
+    when its time does): one decision per measurement, whatever is derived from it. The
+    derived metric keeps its own values, change and accepted level."""
+    for m in record.metrics:
+        source = verdicts.get(m.derived_from) if m.derived_from else None
+        own = verdicts.get(m.name)
+        if (source is None or own is None or own.outcome in ("new", "incomparable")
+                or source.outcome in ("new", "incomparable") or not math.isfinite(m.value)):
+            continue
+        verdicts[m.name] = replace(source, unit=own.unit, baseline=own.baseline,
+                                   current=own.current, change=own.change,
+                                   relative=own.relative, accepted=own.accepted,
+                                   basis=f"follows {m.derived_from}: {source.basis}")
+
+
+def suspected(record: Record) -> bool:
+    return any(v.outcome == SUSPECT for v in record.verdicts.values())
+
+
+def unsettled(record: Record) -> bool:
+    """Whether more processes could change a verdict of the row: one that is not `unchanged`
+    (nor new, missing or incomparable, which no measurement changes), of a figure that is not
+    exact (an exact figure is the same in every process)."""
+    return any(v.outcome not in ("unchanged", "new", "missing", "incomparable")
+               and not (m is not None and m.exact)
+               for name, v in record.verdicts.items() for m in [record.metric(name)])
+
+
+# -- measuring again ------------------------------------------------------------------------------
+
+@dataclass
+class Budget:
+    """Seconds a comparison may spend measuring again (0: no limit), and what it has spent."""
+
+    seconds: float = 0.0
+    spent: float = 0.0
+
+    @property
+    def left(self) -> bool:
+        return not self.seconds or self.spent < self.seconds
+
+    def spend(self, act: Callable[[], T]) -> T:
+        """act(), its seconds counted as spent."""
+        started = time.monotonic()
+        try:
+            return act()
+        finally:
+            self.spent += time.monotonic() - started
+
+
+def settle(records: list[Record], judge_all: Callable[[int], None],
+           needs_more: Callable[[Record], bool], measure_more: Callable[[list[Record]], None],
+           rounds: int, budget: Budget | None = None) -> int:
+    """Judge, then measure again and judge again while a row `needs_more` and rounds and
+    budget are left: every round while the fresh processes still show a change (stopping at
+    the first that agrees would be a test repeated until it passes), none once they dispel
+    it. `judge_all(left)` judges every row with `left` rounds still possible; returns the
+    rounds measured."""
+    budget = budget or Budget()
+    left = rounds
+    judge_all(left)
+    pending = [r for r in records if needs_more(r)]
+    done = 0
+    while pending and left and budget.left:
+        budget.spend(lambda: measure_more(pending))  # noqa: B023 - called at once
+        left -= 1
+        done += 1
+        judge_all(left)
+        pending = [r for r in pending if needs_more(r)]
+    if left and pending:
+        judge_all(0)  # the budget ran out: final verdicts on what was measured
+    return done
+
+
+# -- saying it ----------------------------------------------------------------------------------
+
+def where(record: Record) -> str:
+    """The row in words: its id (the test's node id, and its row columns)."""
+    return record.id
+
+
+def failures(record: Record, rules: Rules) -> list[str]:
+    """One line per metric of a judged row that fails the comparison: regressed, missing
+    (unless expected), incomparable."""
+    lines = []
+    for name, v in record.verdicts.items():
+        m = record.metric(name)
+        if v.outcome == "regressed" and v.current is not None and not math.isfinite(v.current):
+            lines.append(f"{where(record)} {name}: {v.current} where the baseline has "
+                         f"{format_value(v.baseline, v.unit)} (the run produced no number)")
+        elif v.outcome == "regressed":
+            tol = rules.tolerance_of(m) if m is not None else rules.tolerance
+            lines.append(f"{where(record)} {name}: "
+                         f"{format_change(v.baseline, v.current, v.unit)} ({v.change:+.1%}, "
+                         f"tolerance {tol:.0%}): {v.basis}")
+        elif v.outcome == "missing" and not record.may_miss(name):
+            if m is not None:
+                lines.append(f"{where(record)} {name}: {v.basis}; if intended, a save accepts "
+                             "it (--hpml-save-baseline)")
+            else:
+                lines.append(f"{where(record)} {name}: in the baseline "
+                             f"({format_value(v.baseline, v.unit)}) but not recorded by this "
+                             "run; if that is expected (an out-of-memory batch, a removed "
+                             "metric), call hpml.expect_missing(...) in the test")
+        elif v.outcome == "incomparable":
+            lines.append(f"{where(record)} {name}: {v.basis}")
+    return lines
+
+
+def missing_row(record: Record, base: dict[str, Stored], expected: bool = False) -> Record:
+    """A row of the evidence that this run did not make: every metric of it `missing`."""
+    row = Record(id=record.id, experiment=record.experiment, test=record.test,
+                 params=dict(record.params), order=list(record.order),
+                 expected_missing=["*"] if expected else [])
+    judge(row, base, Rules())
+    return row

@@ -1,0 +1,232 @@
+"""Fresh processes of this run's tests (a pytest plugin module): a comparison measures a test it
+suspects again, a save measures its tests in more than one process, --hpml-compare-ref
+measures them at a git ref. The noise that fools a comparison lives between processes
+(allocator state, thread placement, clocks), where the samples of one process cannot see it.
+
+A fresh process runs the invocation's own pytest command (the command line as given; pytest
+applies the ini file's addopts and PYTEST_ADDOPTS again itself), in the invocation's folder,
+so that plugins (-p), ini overrides (-o), the configuration file (-c), --rootdir, conftest
+options and relative paths mean what they meant, plus one option of this module,
+--hpml-rerun=SPEC: a JSON file naming the node ids to run, the size profile the run chose, and
+where to write what the process measured. In the fresh process this module then
+
+- puts the outer run's own options back to their defaults before any plugin configures
+  itself: the plugin's outputs, comparison and save (each declares so where it is declared:
+  add_option(rerun=False)), and pytest's outputs, debuggers, --lf/--sw state and --basetemp;
+  its cache lives in a temporary folder, so the run's --lf state is left alone;
+- collects only the files of the node ids (pytest_ignore_collect) and runs only them, whatever
+  -k, -m or --deselect said;
+- writes back the records, which node ids it collected, how each test ended, and what failed
+  to collect; a process that leaves no such file could not run at all (its conftest failed).
+
+Each fresh process is forked from a forkserver that imported torch, pytest and this plugin
+once (machine/forkserver.py), so it starts without seconds of imports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hpml import plugin
+from pytest_hpml.machine import forkserver
+from pytest_hpml.results import Record, json_safe
+from pytest_hpml.selection import profile_of
+from pytest_hpml.session import OUTER_RUN_ONLY, add_option, run_of
+
+#: pytest's own options a fresh process must not act on, by argparse dest, with the value it
+#: gets instead: what would write over the outer run's files, stop for a person, or select
+#: by the run's own history.
+PYTEST_OUTER_RUN_ONLY: dict[str, Any] = {
+    "xmlpath": None, "pastebin": None, "usepdb": False, "trace": False, "lf": False,
+    "failedfirst": False, "newfirst": False, "stepwise": False, "stepwise_skip": False,
+    "basetemp": None, "collectonly": False, "setuponly": False, "setupplan": False,
+    "looponfail": False, "log_file": None,
+}
+
+
+@dataclass
+class Place:
+    """Where a fresh process runs: this checkout (the default), or another one (the code at a
+    git ref: compare/reference.Mapping supplies its paths)."""
+
+    move: Callable[[str], str] = str  # a path (or an argument holding one) in that checkout
+    environ: Callable[[dict[str, str]], dict[str, str]] = dict
+    sys_path: Callable[[list[str]], list[str] | None] = lambda entries: None
+
+
+@dataclass
+class Fresh:
+    """What fresh processes measured: the records of each process that worked (only those of
+    tests that passed there: a process that fails its own checks confirms nothing), what went
+    wrong in the others, the node ids a process did not find, and why a process could not run
+    at all."""
+
+    records: list[list[Record]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    absent: set[str] = field(default_factory=set)
+    broken: str | None = None
+
+
+def environment() -> dict[str, str]:
+    """This process's environment for a fresh one."""
+    return dict(os.environ)
+
+
+def arguments(config: pytest.Config, spec: Path, folder: Path) -> list[str]:
+    """The fresh process's command line: the invocation's own, with SPEC, its cache in
+    `folder`, and no xdist workers of its own."""
+    args = [*map(str, config.invocation_params.args), f"--hpml-rerun={spec}",
+            # The rootdir and the configuration file the run found: node ids are relative to
+            # the one, and a checkout at a git ref may lack an untracked other.
+            f"--rootdir={config.rootpath}"]
+    if config.inipath is not None:
+        args += ["-c", str(config.inipath)]
+    if config.pluginmanager.has_plugin("cacheprovider"):
+        args += ["-o", f"cache_dir={folder / 'cache'}"]
+    if config.pluginmanager.has_plugin("logging"):
+        args += ["-o", "log_file="]  # the ini file's log, the outer run's to write
+    if config.pluginmanager.has_plugin("xdist"):
+        args += ["-n", "0"]  # the run's -n, and an -n in addopts, start no workers
+    return args
+
+
+def _tail(output: str) -> str:
+    return " | ".join(output.strip().splitlines()[-3:])
+
+
+def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
+              place: Place | None = None, what: str = "fresh process") -> Fresh:
+    """Run the tests `nodeids` in `processes` fresh processes, one after the other, and gather
+    what they measured."""
+    place = place or Place()
+    nodeids = list(nodeids)
+    found = Fresh()
+    with tempfile.TemporaryDirectory(prefix="hpml-fresh-") as name:
+        folder = Path(name)
+        for i in range(processes):
+            result = folder / f"result-{i}.json"
+            spec = folder / f"spec-{i}.json"
+            spec.write_text(json.dumps({"nodeids": nodeids, "result": str(result),
+                                        "profile": profile_of(config)}), encoding="utf-8")
+            args = [place.move(a) for a in arguments(config, spec, folder)]
+            code, output = forkserver.run_pytest(
+                args, Path(place.move(str(config.invocation_params.dir))),
+                folder / f"process-{i}.log", place.environ(environment()),
+                preload=preload(), sys_path=place.sys_path(list(sys.path)))
+            if not result.exists():
+                found.broken = f"{what} exited {code} before running a test: {_tail(output)}"
+                found.problems.append(found.broken)
+                continue
+            document = json.loads(result.read_text(encoding="utf-8"))
+            found.absent |= set(nodeids) - set(document["collected"])
+            failed = {n for n, outcome in document["outcomes"].items() if outcome == "failed"}
+            for nodeid in sorted(failed):
+                found.problems.append(f"{nodeid}: {what} {i + 1} failed: {_tail(output)}")
+            found.problems += [f"{what} {i + 1}: {e}" for e in document["errors"]]
+            found.records.append([r for r in map(Record.from_dict, document["records"])
+                                  if r.test not in failed])
+    return found
+
+
+def preload() -> list[str]:
+    """What the forkserver imports once, before it forks any fresh process."""
+    return ["torch", "pytest", plugin.__name__]
+
+
+def start_forkserver_in_background() -> None:
+    """Start the forkserver now, its imports running beside the test collection on the core the
+    environment leaves free, so that a fresh process later costs a fork, not seconds of
+    imports. Its process is idle once started: it does not disturb the timings."""
+    if not forkserver.available():  # pragma: no cover - platforms without a forkserver
+        return
+    forkserver.add_preload(preload())
+    threading.Thread(target=forkserver.ensure_running, name="hpml-forkserver",
+                     daemon=True).start()
+
+
+# -- in the fresh process ---------------------------------------------------------------------
+
+class FreshProcess:
+    """This process is a fresh process of another run: what it runs and what it gives back."""
+
+    def __init__(self, config: pytest.Config, spec: dict[str, Any]) -> None:
+        self.config = config
+        self.nodeids: set[str] = set(spec["nodeids"])
+        self.result = Path(spec["result"])
+        root = config.rootpath
+        self.files = {root / n.split("::", 1)[0] for n in self.nodeids}
+        self.collected: list[str] = []
+        self.outcomes: dict[str, str] = {}
+        self.errors: list[str] = []
+
+    def wanted(self, path: Path) -> bool:
+        return any(path == f or path in f.parents for f in self.files)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        keep = [i for i in items if i.nodeid in self.nodeids]
+        rest = [i for i in items if i.nodeid not in self.nodeids]
+        if rest:
+            config.hook.pytest_deselected(items=rest)
+        items[:] = keep
+        self.collected = [i.nodeid for i in keep]
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.errors.append(f"{report.nodeid or 'collection'}: "
+                               + _tail(str(report.longrepr)))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed or report.when == "call" or report.skipped:
+            before = self.outcomes.get(report.nodeid)
+            if before != "failed":
+                self.outcomes[report.nodeid] = report.outcome
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        document = {"records": [r.to_dict() for r in run_of(self.config).records],
+                    "collected": self.collected, "outcomes": self.outcomes,
+                    "errors": self.errors}
+        self.result.write_text(json.dumps(json_safe(document)), encoding="utf-8")
+
+
+FRESH_KEY = pytest.StashKey[FreshProcess]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_option(parser, "--hpml-rerun", rerun=False, metavar="SPEC", default=None,
+               help="internal: run as a fresh process of another run (the node ids, profile "
+                    "and result file in SPEC); set by pytest-hpml itself")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    spec_path = config.option.hpml_rerun
+    if not spec_path:
+        return
+    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    # Before any plugin configures itself from them: the outer run's options are its own.
+    for dest, default in {**PYTEST_OUTER_RUN_ONLY, **OUTER_RUN_ONLY}.items():
+        if hasattr(config.option, dest):
+            setattr(config.option, dest, default)
+    config.option.hpml_profile = spec["profile"]
+    fresh = config.stash[FRESH_KEY] = FreshProcess(config, spec)
+    config.pluginmanager.register(fresh, f"hpml-fresh-{id(config)}")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    fresh = config.stash.get(FRESH_KEY, None)
+    if fresh is None or fresh.wanted(collection_path):
+        return None  # pytest and other plugins decide
+    return True

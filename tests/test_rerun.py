@@ -1,0 +1,186 @@
+"""Fresh processes of the run's tests (pytest_hpml.rerun): each runs the invocation's own
+command with the outer run's options back at their defaults and only the node ids asked for,
+forked from a forkserver that has imported pytest and torch once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+from hpml_testing import FAST, only_baseline_file
+
+from pytest_hpml import comparing as comparing_module
+from pytest_hpml import judging as judging_module
+from pytest_hpml import reporting as reporting_module
+from pytest_hpml import rerun
+from pytest_hpml import selection as selection_module
+from pytest_hpml import session as session_module
+from pytest_hpml.machine import forkserver
+
+# -- issue 21 case 3, issue 27: the run's own command, the outer run's options reset ----------
+
+def test_a_fresh_process_gets_the_invocations_arguments_as_given(
+        pytester: pytest.Pytester) -> None:
+    config = pytester.parseconfig("-p", "no:benchmark", "-k", "sleep", "--hpml-max-time=0.25",
+                                  "--hpml-report", "r.md", "--hpml-confirm", "1")
+    args = rerun.arguments(config, Path("/tmp/spec.json"), Path("/tmp/fresh"))
+    assert args[:8] == ["-p", "no:benchmark", "-k", "sleep", "--hpml-max-time=0.25",
+                        "--hpml-report", "r.md", "--hpml-confirm"]
+    assert "--hpml-rerun=/tmp/spec.json" in args and f"--rootdir={pytester.path}" in args
+    assert args[-2:] == ["-n", "0"]  # xdist is installed: no workers of its own
+
+
+def test_each_outer_run_option_is_declared_so_by_its_module() -> None:
+    # Every output, comparison and save option of the plugin, declared outer-run-only where it
+    # is declared: a new one missing here would act in fresh processes.
+    parser = pytest.Parser(processopt=lambda option: None, _ispytest=True)
+    for module in (selection_module, comparing_module, reporting_module, judging_module):
+        module.pytest_addoption(parser)
+    declared = {a.dest for g in parser._groups for a in g.options}
+    outputs = {d for d in declared if d.startswith(("hpml_report", "hpml_export", "hpml_plots",
+                                                    "hpml_compare", "hpml_save", "hpml_base",
+                                                    "hpml_reset", "hpml_confirm", "hpml_tol"))}
+    assert outputs and outputs <= set(session_module.OUTER_RUN_ONLY)
+    assert "hpml_max_time" not in session_module.OUTER_RUN_ONLY
+    # A fresh process gets each at its default: a switch off, a count at its own default.
+    assert session_module.OUTER_RUN_ONLY["hpml_save_baseline"] is False
+    assert session_module.OUTER_RUN_ONLY["hpml_report"] is None
+
+
+def test_a_forked_process_reports_its_exit_code_and_output(tmp_path: Path) -> None:
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    print('ran here')\n")
+    (tmp_path / "test_bad.py").write_text("def test_bad():\n    assert 1 == 2\n")
+    code, out = forkserver.run_pytest(["test_ok.py", "-q", "-s", "-p", "no:cacheprovider"],
+                                      tmp_path, tmp_path / "ok.log", dict(rerun.environment()))
+    assert code == 0 and "ran here" in out and "1 passed" in out
+    code, out = forkserver.run_pytest(["test_bad.py", "-q", "-p", "no:cacheprovider"],
+                                      tmp_path, tmp_path / "bad.log", dict(rerun.environment()))
+    assert code == pytest.ExitCode.TESTS_FAILED and "assert 1 == 2" in out
+
+
+def test_fresh_processes_that_cannot_run_are_broken_and_confirm_nothing(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = pytester.parseconfig()
+
+    def crashing(args, cwd, log, environ, preload=(), sys_path=None):
+        return 3, "INTERNALERROR> something broke\nlast line"
+
+    monkeypatch.setattr(forkserver, "run_pytest", crashing)
+    found = rerun.run_fresh(config, ["test_x.py::test_x"], 2)
+    assert found.records == []
+    assert found.broken == ("fresh process exited 3 before running a test: INTERNALERROR> "
+                            "something broke | last line")
+    assert len(found.problems) == 2
+
+
+OUTER = """
+    from pathlib import Path
+
+    def test_sleep(hpml, tmp_path_factory):
+        # Counts the processes that ran it; leaves a file in --basetemp.
+        counter = Path(__file__).with_name("counter.txt")
+        counter.write_text(str(int(counter.read_text() or 0) + 1))
+        (tmp_path_factory.getbasetemp() / "mine").write_text("")
+        hpml.record("work", 1.0, unit="B", better="lower")
+
+    def test_other(hpml):
+        hpml.record("work", 2.0, unit="B", better="lower")
+"""
+
+
+def test_a_fresh_process_leaves_the_outer_runs_files_and_state_alone(tmp_path: Path) -> None:
+    (tmp_path / "test_outer.py").write_text(OUTER.replace("\n    ", "\n"))
+    (tmp_path / "counter.txt").write_text("")
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p no:benchmark\n")
+    done = _pytest_in(tmp_path, *FAST[:-1], "-k", "sleep or other", "--junitxml=j.xml",
+                      "--basetemp=bt", "--hpml-save-baseline", "--hpml-baseline-processes=3",
+                      "--hpml-report=r.json", "--hpml-baselines=bl")
+    assert done.returncode == 0, done.stdout
+    # The save measured test_sleep in two fresh processes besides the run's own ...
+    assert (tmp_path / "counter.txt").read_text() == "3"
+    # ... which ran only the test asked for, wrote neither the run's JUnit XML nor its report,
+    # and cleared not the run's --basetemp.
+    cases = ElementTree.parse(tmp_path / "j.xml").getroot().iter("testcase")
+    assert sorted(c.get("name") for c in cases) == ["test_other", "test_sleep"]
+    assert (tmp_path / "bt").is_dir() and list((tmp_path / "bt").rglob("mine"))
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert len(report["records"]) == 2
+    stored = json.loads(only_baseline_file(tmp_path / "bl").read_text())
+    assert {r["id"]: len(r["metrics"][0]["history"]) for r in stored["records"]} == {
+        "test_outer.py::test_sleep": 3, "test_outer.py::test_other": 3}
+    # The run's cache (its --lf state) was not the fresh processes' to write.
+    assert not (tmp_path / ".pytest_cache").exists()
+
+
+# -- issue 21 case 3 end to end: -p plugins, -o, -c, --rootdir, conftest options, xdist ------------
+
+PROJECT = {
+    "cfg/pytest.ini": "[pytest]\naddopts = -p no:benchmark\n",
+    # -p myfixtures imports it from the invocation's folder (python -m pytest puts it first).
+    "sub/myfixtures.py": "import pytest\n\n@pytest.fixture\ndef scale():\n    return 2.0\n",
+    "tests/conftest.py": (
+        "import pytest\n\ndef pytest_addoption(parser):\n"
+        "    parser.addoption('--size', type=int, default=1)\n\n@pytest.fixture\n"
+        "def size(request):\n    return request.config.getoption('--size')\n"),
+    "tests/test_speed.py": (
+        "import pytest\n\n@pytest.mark.parametrize('k', [1, 2])\n"
+        "def check_work(hpml, scale, size, k):\n"
+        "    hpml.record('work', scale * size * k, unit='B', better='lower')\n"),
+}
+
+
+def _project(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def _pytest_in(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", *args], cwd=folder, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+
+
+def test_reruns_of_a_save_work_with_the_invocations_own_options(tmp_path: Path) -> None:
+    _project(tmp_path, PROJECT)
+    done = _pytest_in(tmp_path / "sub", *FAST, "-c", "../cfg/pytest.ini", "--rootdir=..",
+                      "-p", "myfixtures", "-o", "python_functions=check_*", "-n", "2",
+                      "../tests", "--size=3", "--hpml-baselines=../bl", "--hpml-save-baseline",
+                      "--hpml-baseline-processes=2", "--hpml-report=../out/r.json")
+    assert done.returncode == 0, done.stdout
+    assert "fresh process" not in done.stdout
+    stored = json.loads(only_baseline_file(tmp_path / "bl").read_text())
+    # Each row: the run's own process and one fresh process, and no warning of a failed one.
+    assert {r["id"]: r["metrics"][0]["history"] for r in stored["records"]} == {
+        "tests/test_speed.py::check_work[1]": [6.0, 6.0],
+        "tests/test_speed.py::check_work[2]": [12.0, 12.0]}
+    assert [w for r in stored["records"] for w in r["warnings"]] == []
+
+
+def test_fresh_processes_that_fail_are_said_once(pytester: pytest.Pytester) -> None:
+    # The first process leaves a file behind; every fresh process then fails its test.
+    pytester.makepyfile("""
+        from pathlib import Path
+        import pytest
+
+        @pytest.mark.parametrize("k", [1, 2])
+        def test_once(hpml, k):
+            marker = Path(f"ran-{k}")
+            assert not marker.exists(), "a fresh process"
+            marker.write_text("")
+            hpml.record("work", float(k), unit="B", better="lower")
+    """)
+    result = pytester.runpytest(*FAST[:-1], "--hpml-save-baseline",
+                                "--hpml-baseline-processes=2")
+    result.assert_outcomes(passed=2)
+    lines = [line for line in result.stdout.lines if "fresh process" in line]
+    assert len(lines) == 1, result.stdout.str()
+    assert lines[0].startswith(
+        "hpml: 2 fresh process(es) failed, so they confirmed nothing (verdicts and saves rest on "
+        "the processes that worked); the first: "
+        "test_fresh_processes_that_fail_are_said_once.py::test_once[1]: "
+        "test_fresh_processes_that_fail_are_said_once.py::test_once[1]: baseline process 1 "
+        "failed: ")
