@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_hpml.compare import baselines, engine, results_files, seed, verdicts
+from pytest_hpml.compare.noise import DEFAULT_DRIFT
 from pytest_hpml.compare.verdicts import Rules
 from pytest_hpml.machine.fingerprint import SOFTWARE_KEYS, machine_key
 from pytest_hpml.report import files, tables
@@ -41,11 +42,6 @@ def _document(path: Path) -> Any:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CliError(f"cannot read {path}: {exc}") from exc
-
-
-def _machine(document: dict[str, Any]) -> str:
-    facts = document.get("fingerprint")
-    return machine_key(facts) if isinstance(facts, dict) else "unknown machine"
 
 
 def read_any(path: Path) -> tuple[list[Record], str]:
@@ -225,6 +221,13 @@ def parser() -> argparse.ArgumentParser:
                      f"({verdicts.DEFAULT_TOLERANCE})")
     cmp.add_argument("--alpha", type=float, default=verdicts.DEFAULT_ALPHA, metavar="P",
                      help=f"significance level of a verdict ({verdicts.DEFAULT_ALPHA})")
+    cmp.add_argument("--drift", type=float, default=DEFAULT_DRIFT, metavar="FRACTION",
+                     help="drift between occasions assumed until the history knows it, as "
+                          f"--hpml-drift ({DEFAULT_DRIFT}; 0: none)")
+    cmp.add_argument("--max-detectable", type=float,
+                     default=verdicts.DEFAULT_MAX_DETECTABLE, metavar="FRACTION",
+                     help="a detectable change beyond this is a blind spot, as "
+                          f"--hpml-max-detectable ({verdicts.DEFAULT_MAX_DETECTABLE}; 0: never)")
     cmp.add_argument("--allow-missing", action="store_true",
                      help="rows of OLD that NEW lacks are said and do not fail (NEW ran part of "
                           "the suite)")
@@ -250,10 +253,13 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
         if args.command == "compare":
-            if not (0 <= args.tolerance < 10 and 0 < args.alpha < 1):
-                raise CliError("--tolerance takes a fraction such as 0.1, --alpha one in (0, 1)")
+            if not (0 <= args.tolerance < 10 and 0 < args.alpha < 1 and 0 <= args.drift < 10
+                    and 0 <= args.max_detectable):
+                raise CliError("--tolerance, --drift and --max-detectable take a fraction such "
+                               "as 0.1, --alpha one in (0, 1)")
             return compare(args.old, args.new, args.format,
-                           Rules(args.tolerance, args.alpha), out,
+                           Rules(args.tolerance, args.alpha, args.drift,
+                                 args.max_detectable or None), out,
                            allow_missing=args.allow_missing,
                            allow_other_machine=args.allow_other_machine)
         if args.command == "show":

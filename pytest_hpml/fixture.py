@@ -1,5 +1,8 @@
-"""The `hpml` fixture's object: the Recorder of the test's own row, further rows of the test's
-table, and the test's context (see docs/API.md). pytest_hpml.recording makes one per test.
+"""The `hpml` fixture (a pytest plugin module): its object, Hpml, holds the Recorder of the
+test's own row, further rows of the test's table, and the test's context (see docs/API.md);
+the fixture function builds one per test from the test's item: its context (device, profile,
+timing policy, tolerance) and its first row (id, parameters, markers). pytest_hpml.recording
+takes its records to the controller.
 
 Importing this module imports no torch: plain tests in a repository that installs the plugin
 stay fast.
@@ -12,9 +15,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
+from pytest_hpml.devices import triton_interpreted
+from pytest_hpml.policy import marker_options, plain_run, timing_config
 from pytest_hpml.recorder import HpmlContext, Recorder
-from pytest_hpml.report.plots import plot_path
+from pytest_hpml.report.plots import CHART_KINDS, plot_path
 from pytest_hpml.results import Record
+from pytest_hpml.selection import profile_of
+from pytest_hpml.session import run_of
 
 if TYPE_CHECKING:
     import torch
@@ -145,3 +154,80 @@ class Hpml:
         # The test's own row only counts when something was recorded in it.
         own = [self.own_row._record] if self.own_row._record.metrics else []
         return own + [r._record for r in self._rows if r._record.metrics]
+
+
+# -- the fixture ---------------------------------------------------------------------------------
+
+FIXTURE_KEY = pytest.StashKey[Hpml]()
+
+
+def fixture_of(item: pytest.Item) -> Hpml | None:
+    """The hpml fixture a test used, if it used one."""
+    return item.stash.get(FIXTURE_KEY, None)
+
+
+@pytest.fixture
+def hpml(request: pytest.FixtureRequest) -> Hpml:
+    """Time, record and check one experiment (see docs/API.md)."""
+    item, config = request.node, request.config
+    callspec = getattr(item, "callspec", None)
+    device = "cuda" if callspec and callspec.params.get("device") == "cuda" else "cpu"
+    profile = profile_of(config)
+    context = HpmlContext(device=device, profile=profile,
+                          timing=timing_config(item, profile),
+                          tolerance=marker_options(item).get("tolerance"),
+                          interpreted=triton_interpreted(), disabled=plain_run(config))
+    record = Record(
+        id=item.nodeid,
+        experiment=item.nodeid.split("[", 1)[0],
+        params=_callspec_params(item),
+        order=_order_key(item),
+        device=device,
+        views=_views(item),
+        expected_missing=_expected_missing(item),
+        test=item.nodeid,
+    )
+    fixture = Hpml(context, record, plots=config.option.hpml_plots,
+                   say=run_of(config).say_once)
+    item.stash[FIXTURE_KEY] = fixture
+    return fixture
+
+
+# -- the first row of a test, from its item --------------------------------------------------------
+
+def _callspec_params(item: pytest.Item) -> dict[str, Any]:
+    callspec = getattr(item, "callspec", None)
+    return dict(callspec.params) if callspec else {}
+
+
+def _order_key(item: pytest.Item) -> list[Any]:
+    """File, line, then parameter indices: the same order in every xdist worker."""
+    path, line, _ = item.location
+    callspec = getattr(item, "callspec", None)
+    indices = [callspec.indices[k] for k in callspec.params] if callspec else []
+    return [path, line or 0, *indices, 0]
+
+
+def _expected_missing(item: pytest.Item) -> list[str]:
+    names = marker_options(item).get("expect_missing", [])
+    return ["*"] if names == "*" else list(names)
+
+
+def _views(item: pytest.Item) -> dict[str, Any]:
+    views: dict[str, Any] = {}
+    pivot = item.get_closest_marker("hpml_pivot")
+    if pivot:
+        views["pivot"] = dict(pivot.kwargs)
+    plots = []
+    for marker in item.iter_markers("hpml_plot"):
+        if not marker.args:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.hpml_plot needs a file name, "
+                                    "e.g. hpml_plot('times.png', x='k', y='time')")
+        kind = marker.kwargs.get("kind", "line")
+        if kind not in CHART_KINDS:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.hpml_plot(kind={kind!r}): "
+                                    f"kind is one of {', '.join(CHART_KINDS)}")
+        plots.append({"filename": marker.args[0], **marker.kwargs})
+    if plots:
+        views["plots"] = plots
+    return views

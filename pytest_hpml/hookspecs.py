@@ -3,10 +3,12 @@ of resting on the order in which pytest happens to call their wrappers (pytest-x
 its hooks the same way).
 
     recording   makes each test's records and calls pytest_hpml_judge before it puts them on
-                the test's report; comparing judges them (verdicts, a failing comparison)
-    reporting   at the end calls pytest_hpml_finish (comparing judges what no test made),
+                the test's report; stored_baseline and base_ref judge them (verdicts, a
+                failing comparison)
+    reporting   at the end calls pytest_hpml_finish (stored_baseline judges what no test
+                made),
                 then asks pytest_hpml_outputs for the files to write; it writes its report and
-                exports, comparing the baseline, each on its own
+                exports, stored_baseline the baseline, each on its own
 """
 
 from __future__ import annotations

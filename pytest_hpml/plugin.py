@@ -11,11 +11,12 @@ pytest_plugins = [
     "pytest_hpml.selection",  # size profile, sweeps, the device parameter, precisions
     "pytest_hpml.devices",  # GPU discovery, xdist pinning, Triton's interpreter, gpu skips
     "pytest_hpml.policy",  # timing policy: options and @pytest.mark.hpml
-    "pytest_hpml.recording",  # the hpml fixture and the transport of its records
+    "pytest_hpml.fixture",  # the hpml fixture
+    "pytest_hpml.recording",  # the records' way from a test to the controller
     "pytest_hpml.benchmark",  # pytest-benchmark's benchmark fixture where it is not active
     "pytest_hpml.rerun",  # fresh processes of the run's tests, and being one
     "pytest_hpml.judging",  # the rules every comparison holds a change to
-    "pytest_hpml.comparing",  # baselines and verdicts
+    "pytest_hpml.stored_baseline",  # --hpml-compare and --hpml-save-baseline: the stored baseline
     "pytest_hpml.base_ref",  # verdicts against a git ref measured now (--hpml-compare-ref)
     "pytest_hpml.reporting",  # tables, files, exports and charts at the end
 ]

@@ -54,11 +54,13 @@ def _same_file_problem(files: list[tuple[str, Path]]) -> str | None:
     return None
 
 
-def comparison_of(opt: argparse.Namespace) -> bool | str:
-    """Whether the run compared (--hpml-compare), or the title of its comparison with a git
-    ref measured now (--hpml-compare-ref)."""
+def comparison_title(opt: argparse.Namespace) -> str | None:
+    """The title of the run's comparison table: with the stored baseline (--hpml-compare) or
+    with a git ref measured now (--hpml-compare-ref); None for a run that compared nothing."""
     ref = getattr(opt, "hpml_compare_ref", None)
-    return f"Comparison with {ref}, measured now" if ref else bool(opt.hpml_compare)
+    if ref:
+        return f"Comparison with {ref}, measured now"
+    return "Comparison with baseline" if opt.hpml_compare else None
 
 
 def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
@@ -71,7 +73,7 @@ def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
     if opt.hpml_report:
         report = Path(opt.hpml_report)
         outputs.append(Output("report", report, lambda: [files.write_report(
-            report, run.records, fingerprint(), profile, comparison_of(opt))]))
+            report, run.records, fingerprint(), profile, comparison_title(opt))]))
     if opt.hpml_export_benchmark_action:
         action = Path(opt.hpml_export_benchmark_action)
         outputs.append(Output("github-action-benchmark", action, lambda: (
@@ -190,8 +192,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     tr = terminalreporter
     if config.option.hpml_report is not None and run.records:
         tr.write_sep("=", f"hpml report (profile {profile_of(config)})")
-        tr.write(tables.render(tables.build_tables(run.records, comparison_of(config.option))))
-    elif comparison_of(config.option):
+        tr.write(tables.render(tables.build_tables(run.records,
+                                                   comparison_title(config.option))))
+    elif comparison_title(config.option):
         # No table printed: the verdicts a reader must see, and the blind spots, one line each.
         for line in tables.verdict_lines(run.records) + tables.blind_spot_lines(run.records):
             tr.write_line(f"hpml: {line}")

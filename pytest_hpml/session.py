@@ -1,11 +1,12 @@
 """The state of one pytest-hpml run, shared by the plugin's modules through config.stash: the
 records gathered from the tests, the rows of tests that did not pass, the outputs written and
 the one-line messages of the terminal summary (a pytest plugin module: it creates the state
-first). It imports no other module of the plugin."""
+first), and whether the run uses the plugin at all. It imports no other module of the plugin."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -99,27 +100,67 @@ def pytest_configure(config: pytest.Config) -> None:
     run_of(config)
 
 
-def _mentions_the_plugin(path: Path) -> bool:
+def uses_the_plugin(path: Path) -> bool:
+    """Whether the Python file at `path` uses the plugin in its code: a test or fixture that
+    takes the `hpml` fixture, an `hpml*` marker, or pytest_hpml imported or named as a plugin.
+    A word in a comment or a string is no use."""
     try:
-        return b"hpml" in path.read_bytes()
-    except OSError:
-        return False
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return False  # pytest says what is wrong with the file when it imports it
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if any(a.arg == "hpml" for a in (*node.args.posonlyargs, *node.args.args,
+                                             *node.args.kwonlyargs)):
+                return True
+        elif isinstance(node, ast.Attribute):
+            if node.attr.startswith("hpml") and isinstance(node.value, ast.Attribute) and \
+                    node.value.attr == "mark":
+                return True
+        elif isinstance(node, ast.Import):
+            if any(a.name.split(".")[0] == "pytest_hpml" for a in node.names):
+                return True
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and (node.module or "").split(".")[0] == "pytest_hpml":
+                return True
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value.split(".")[0] == "pytest_hpml":  # pytest_plugins = ["pytest_hpml..."]
+                return True
+    return False
 
 
-def pytest_collect_directory(path: Path, parent: pytest.Collector) -> None:
-    # A conftest.py that uses the plugin (its fixture, its markers) is imported when its folder
-    # is collected: the environment must be set before that import (Triton's interpreter is
-    # chosen when a kernel is decorated).
-    run = run_of(parent.config)
-    if run.used_because is None and _mentions_the_plugin(path / "conftest.py"):
-        run.use(f"{path.name}/conftest.py uses it")
+def pytest_collectstart(collector: pytest.Collector) -> None:
+    # pytest is about to collect this node: a directory's conftest.py, or a test module, is
+    # imported next. The environment must be set before that import where the code uses the
+    # plugin (Triton's interpreter is chosen when a kernel is decorated). Only the nodes on the
+    # way to what was selected are collected: a sibling of the selected file is never read.
+    run = run_of(collector.config)
+    if run.used_because is not None:
+        return
+    if isinstance(collector, pytest.Directory):
+        path = collector.path / "conftest.py"
+    elif isinstance(collector, pytest.Module):
+        path = collector.path
+    else:
+        return
+    if path.is_file() and uses_the_plugin(path):
+        where = f"{collector.path.name}/conftest.py" if path.name == "conftest.py" \
+            else path.name
+        run.use(f"{where} uses it")
 
 
-def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
-    run = run_of(parent.config)
-    if run.used_because is None and file_path.suffix == ".py" and \
-            _mentions_the_plugin(file_path):
-        run.use(f"{file_path.name} uses it")
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A test that reaches the fixture or its markers some other way (a fixture of a plugin, a
+    # marker applied by a hook): known once the tests are collected, before any runs.
+    run = run_of(config)
+    if run.used_because is not None:
+        return
+    for item in items:
+        if "hpml" in getattr(item, "fixturenames", ()) or any(
+                m.name.startswith("hpml") for m in item.iter_markers()):
+            run.use(f"{item.nodeid} uses it")
+            return
 
 
 # -- options ------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ def _record(test: str, milliseconds: float, seed_: int) -> Record:
 
 def _report(path: Path, **tests: float) -> Path:
     records = [_record(name, ms, i) for i, (name, ms) in enumerate(tests.items())]
-    return write_report(path, records, HERE, "quick", compare=False)
+    return write_report(path, records, HERE, "quick")
 
 
 def _run(*argv: str) -> tuple[int, str]:
@@ -57,7 +57,7 @@ def test_the_processes_of_a_saved_report_count_as_the_runs_of_a_baseline(
     saved = _record("test_a", 1.0, 1)
     # The save's two fresh processes.
     engine.add_processes([saved], [[_record("test_a", 1.3, 1)], [_record("test_a", 1.4, 1)]])
-    old = write_report(tmp_path / "old.json", [saved], HERE, "quick", compare=False)
+    old = write_report(tmp_path / "old.json", [saved], HERE, "quick")
     new = _report(tmp_path / "new.json", test_a=1.3)
     code, text = _run("compare", str(old), str(new), "--format", "csv")
     row = next(csv.DictReader(io.StringIO(text)))

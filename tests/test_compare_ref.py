@@ -213,3 +213,24 @@ def test_a_blind_spot_of_the_comparison_is_said(pytester: pytest.Pytester,
                                "--hpml-compare-ref-all")
     plain.stdout.fnmatch_lines(["hpml: blind spot: tests/test_bench.py::test_work seconds: "
                                 "cannot detect a *x slowdown here*"])
+    # What would narrow it is said in this path's options (issue 27, defect 8): not the
+    # stored baseline's --hpml-confirm or --hpml-baseline-processes.
+    blind = verdicts[("test_work", "seconds")]["blind"]
+    assert "--hpml-compare-ref-processes=" in blind, blind
+    assert "--hpml-confirm" not in blind and "--hpml-baseline-processes" not in blind
+
+
+def test_a_ref_that_cannot_be_measured_fails_and_says_why(pytester: pytest.Pytester,
+                                                           project: Path) -> None:
+    # REF's conftest cannot be imported (issue 27, defect 7): nothing was measured there, which
+    # is no reason to call every metric `new` and pass.
+    (project / "tests" / "conftest.py").write_text("import a_module_that_is_not_there\n")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "a broken conftest")
+    (project / "tests" / "conftest.py").write_text("")  # fixed in the working tree
+    result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD")
+    result.assert_outcomes(failed=1)
+    assert verdicts == {}
+    result.stdout.fnmatch_lines([
+        "*tests/test_bench.py::test_work: HEAD (*) could not be measured: its process at HEAD "
+        "(*) exited 4 before running a test: *a_module_that_is_not_there*"])

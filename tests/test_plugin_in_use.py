@@ -110,3 +110,35 @@ def test_a_conftest_given_on_the_command_line_finds_the_interpreter_chosen(
     from hpml_testing import HAS_GPU
 
     result.stdout.fnmatch_lines(["AT_CONFTEST None" if HAS_GPU else "AT_CONFTEST 1"])
+
+
+def test_a_sibling_of_the_selected_file_does_not_decide(pytester: pytest.Pytester,
+                                                        clean_env: None) -> None:
+    # Issue 27: the plugin is in use by what pytest collects, not by bytes of files beside it.
+    pytester.makepyfile(test_plain=SHOW,
+                        test_other="def test_other(hpml):\n    hpml.setting('x', 1)\n")
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider", "test_plain.py")
+    result.assert_outcomes(passed=1)
+    line = _env_line(result)
+    assert "'OMP_NUM_THREADS': None" in line and "'TRITON_INTERPRET': None" in line, line
+    assert "hpml: environment set" not in result.stdout.str()
+
+
+def test_a_word_in_a_comment_or_string_is_not_a_use(pytester: pytest.Pytester,
+                                                    clean_env: None) -> None:
+    pytester.makepyfile(test_plain=SHOW + "\n# compare with the hpml suite\nNOTE = 'hpml'\n")
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    assert "'OMP_NUM_THREADS': None" in _env_line(result)
+
+
+@pytest.mark.parametrize("use", [
+    "import pytest\n\n@pytest.mark.hpml_sweep('k', quick=[1], full=[1])\ndef test_m(k):\n"
+    "    pass\n",
+    "from pytest_hpml import Timing\n",
+    "import pytest_hpml.distributed\n",
+])
+def test_markers_imports_and_plugin_names_are_uses(pytester: pytest.Pytester, clean_env: None,
+                                                   use: str) -> None:
+    pytester.makepyfile(test_uses=SHOW + "\n" + use)
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    assert "'OMP_NUM_THREADS': '" in _env_line(result), result.stdout.str()

@@ -169,8 +169,8 @@ def test_comparison_table_only_when_comparing() -> None:
     metric = Metric("time", 3e-3, "s", "lower")
     record = Record("t", "E", {"k": 1}, [metric], verdicts={"time": Verdict(
         "regressed", unit="s", baseline=1.5e-3, current=3e-3, change=1.0)})
-    assert [t.title for t in build_tables([record], compare=False)] == ["E"]
-    table = build_tables([record], compare=True)[-1]
+    assert [t.title for t in build_tables([record])] == ["E"]
+    table = build_tables([record], "Comparison with baseline")[-1]
     assert table.title == "Comparison with baseline"
     assert table.rows == [["E", "k=1", "time", "1.500 ms", "3.000 ms", "+100.0%", "regressed",
                            ""]]
@@ -184,12 +184,12 @@ def test_a_change_relative_to_the_yardstick_is_marked_and_explained() -> None:
     measured = Verdict("regressed", unit="s", baseline=1e-3, current=2e-3, change=1.0)
     metrics = [Metric("time", 5.1e-3, "s", "lower"), Metric("other", 2e-3, "s", "lower")]
     table = build_tables([Record("t", "E", {}, metrics, verdicts={
-        "time": relative, "other": measured})], compare=True)[-1]
+        "time": relative, "other": measured})], "Comparison with baseline")[-1]
     assert [row[5] for row in table.rows] == ["+7.6%†", "+100.0%"]
     assert any(n.startswith("†: the change relative to the machine's yardstick")
                for n in table.notes)
     plain = build_tables([Record("t", "E", {}, metrics[1:], verdicts={"other": measured})],
-                         compare=True)[-1]
+                         "Comparison with baseline")[-1]
     assert not any("yardstick" in n for n in plain.notes)
 
 

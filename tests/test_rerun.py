@@ -13,12 +13,12 @@ from xml.etree import ElementTree
 import pytest
 from hpml_testing import FAST, only_baseline_file
 
-from pytest_hpml import comparing as comparing_module
 from pytest_hpml import judging as judging_module
 from pytest_hpml import reporting as reporting_module
 from pytest_hpml import rerun
 from pytest_hpml import selection as selection_module
 from pytest_hpml import session as session_module
+from pytest_hpml import stored_baseline as stored_baseline_module
 from pytest_hpml.machine import forkserver
 
 # -- issue 21 case 3, issue 27: the run's own command, the outer run's options reset ----------
@@ -38,7 +38,8 @@ def test_each_outer_run_option_is_declared_so_by_its_module() -> None:
     # Every output, comparison and save option of the plugin, declared outer-run-only where it
     # is declared: a new one missing here would act in fresh processes.
     parser = pytest.Parser(processopt=lambda option: None, _ispytest=True)
-    for module in (selection_module, comparing_module, reporting_module, judging_module):
+    for module in (selection_module, stored_baseline_module, reporting_module,
+                   judging_module):
         module.pytest_addoption(parser)
     declared = {a.dest for g in parser._groups for a in g.options}
     outputs = {d for d in declared if d.startswith(("hpml_report", "hpml_export", "hpml_plots",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hpml import __version__
-from pytest_hpml.compare.history import MergePolicy, merge
+from pytest_hpml.compare.history import MergePolicy, extend
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.machine.fingerprint import machine_key
 from pytest_hpml.report.files import write_atomic, write_target
@@ -267,7 +267,7 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
                 f"baseline file {path} belongs to machine {machine_key(existing.fingerprint)!r}"
                 f", not this one ({machine_key(fingerprint)!r}); it was left untouched.")
         try:
-            merged, skipped, levels = merge(existing.records if existing else {}, records,
+            merged, skipped, levels = extend(existing.records if existing else {}, records,
                                             policy)
             document = {"schema": SCHEMA, "fingerprint": fingerprint, "profile": profile,
                         "records": [merged[k] for k in sorted(merged)]}

@@ -107,7 +107,7 @@ def _trimmed(counts: list[int], kept: int) -> list[int]:
     return out
 
 
-def merge(existing: dict[str, dict[str, Any]], records: list[Record],
+def extend(existing: dict[str, dict[str, Any]], records: list[Record],
           policy: MergePolicy = MergePolicy()) -> tuple[dict[str, dict[str, Any]], list[str],
                                                         list[str]]:
     """The stored records with `records` merged in: each measured metric's latest value and

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-def test_function(nodeid: str) -> str:
+def function_of(nodeid: str) -> str:
     """'tests/test_a.py::test_f' of 'tests/test_a.py::test_f[3-cpu]'."""
     return nodeid.split("[", 1)[0]
 
 
-def test_file(nodeid: str) -> str:
+def file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
@@ -64,8 +64,8 @@ def gone_rows(stored: dict[str, dict[str, Any]], collected: Iterable[str], ran: 
     `ran` are node ids, `produced` row ids; `complete` is False for a run narrowed by -k, -m,
     --deselect or --lf, where only the tests that ran are judged."""
     collected, ran, produced = set(collected), set(ran), set(produced)
-    functions = {test_function(n) for n in collected}
-    files = {test_file(n) for n in collected}
+    functions = {function_of(n) for n in collected}
+    files = {file_of(n) for n in collected}
     gone = Gone()
     for rid, data in sorted(stored.items()):
         test = data.get("test")
@@ -75,9 +75,9 @@ def gone_rows(stored: dict[str, dict[str, Any]], collected: Iterable[str], ran: 
             gone.vanished.append(rid)
         elif not complete or test in collected:
             continue  # deselected, or collected and not run (skipped, stopped by -x)
-        elif test_function(test) in functions:
+        elif function_of(test) in functions:
             gone.dropped_by_sweep.append(rid)
-        elif test_file(test) in files or not file_exists(test_file(test)):
+        elif file_of(test) in files or not file_exists(file_of(test)):
             gone.not_in_suite.append(rid)
     return gone
 

@@ -229,7 +229,7 @@ def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: flo
         return judged(SUSPECT, basis=f"{e.change:+.1%} in {len(e.now)} process(es) so far; "
                                      f"{evidence}")
     p_value = None
-    caught = abs(e.change) > e.mdc
+    caught = _beyond(e.change, e.mdc)
     if e.noise.between is None and caught:
         p_value = _rank_test(current, base)
         caught = p_value is None or p_value < rules.alpha
@@ -261,13 +261,22 @@ def _judge_exactly(current: Metric, now: Replicates, base: Stored, tol: float) -
                   basis=f"exact figure changed: {shown} ({change:+.1%})")
 
 
+def _beyond(change: float, mdc: float) -> bool:
+    """Whether a relative change exceeds the detectable one, weighed in logs as the noise is: a
+    5x speed-up (-80 %) is as far from noise as a 5x slow-down (+400 %), and a time and the
+    rate derived from it are caught together."""
+    if change <= -1:
+        return True  # a value that fell to zero or below: beyond any noise of a ratio
+    return abs(math.log1p(change)) > math.log1p(mdc)
+
+
 def _confirmation_could_catch(e: Evidence, extra: int, tol: float, alpha: float) -> bool:
     """Whether `extra` more processes, as noisy as those seen so far, could bring the detectable
     change below this change: if not, running them would only cost time."""
     n = e.noise
     if n is None or n.between is None:
         return True  # the spread between processes is unknown until they run
-    return abs(e.change) > n.mdc(tol, alpha, runs_now=len(e.now) + extra, extra_dof=extra)
+    return _beyond(e.change, n.mdc(tol, alpha, runs_now=len(e.now) + extra, extra_dof=extra))
 
 
 def _rank_test(current: Metric, base: Stored) -> float | None:

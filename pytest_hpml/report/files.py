@@ -143,7 +143,7 @@ def write_csv(stream: TextIO, records: list[Record]) -> None:
 
 
 def write_report(path: Path, records: list[Record], fingerprint: dict[str, Any], profile: str,
-                 compare: bool | str) -> Path:
+                 comparison: str | None = None) -> Path:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in REPORT_SUFFIXES:
@@ -152,7 +152,7 @@ def write_report(path: Path, records: list[Record], fingerprint: dict[str, Any],
         header = (f"# pytest-hpml report\n\nProfile: {profile}. Machine: "
                   + ", ".join(f"{k}={v}" for k, v in fingerprint.items() if v is not None)
                   + "\n\n")
-        text = header + render(build_tables(records, compare), "github")
+        text = header + render(build_tables(records, comparison), "github")
         write_atomic(path, lambda f: f.write(text))
     elif suffix == ".json":
         document = {"fingerprint": fingerprint, "profile": profile,

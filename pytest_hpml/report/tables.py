@@ -245,8 +245,8 @@ def _notes(records: list[Record]) -> list[str]:
     return notes + [f"note: {n}" for n in labelled] + [f"note: {p}" for p in published]
 
 
-def build_tables(records: list[Record], compare: bool | str = False) -> list[Table]:
-    """The report's tables; with `compare`, the comparison table too (a string: its title)."""
+def build_tables(records: list[Record], comparison: str | None = None) -> list[Table]:
+    """The report's tables; with `comparison` (its title), the comparison table too."""
     tables: list[Table] = []
     for title, group in group_by_experiment(records).items():
         spec = next((r.views["pivot"] for r in group if r.views.get("pivot")), None)
@@ -254,8 +254,8 @@ def build_tables(records: list[Record], compare: bool | str = False) -> list[Tab
             tables.extend(pivot_tables(title, group, spec))
         else:
             tables.append(wide_table(title, group))
-    if compare:
-        table = comparison_table(records, *([compare] if isinstance(compare, str) else []))
+    if comparison:
+        table = comparison_table(records, comparison)
         if table:
             tables.append(table)
     return tables
