@@ -16,7 +16,8 @@ pytest_plugins = [
     "pytest_hpml.benchmark",  # pytest-benchmark's benchmark fixture where it is not active
     "pytest_hpml.rerun",  # fresh processes of the run's tests, and being one
     "pytest_hpml.judging",  # the rules every comparison holds a change to
-    "pytest_hpml.stored_baseline",  # --hpml-compare and --hpml-save-baseline: the stored baseline
+    "pytest_hpml.stored_baseline",  # --hpml-compare: the stored baseline, read once
+    "pytest_hpml.saving",  # --hpml-save-baseline: a run merged into it
     "pytest_hpml.base_ref",  # verdicts against a git ref measured now (--hpml-compare-ref)
     "pytest_hpml.reporting",  # tables, files, exports and charts at the end
 ]

@@ -121,6 +121,13 @@ def fraction(text: str) -> float:
     return value
 
 
+def budget(text: str) -> float:
+    """An argparse type: a fraction of the run's time (fraction), or "all": no limit."""
+    if text.strip().lower() == "all":
+        return math.inf
+    return fraction(text)
+
+
 def significance(text: str) -> float:
     """An argparse type: a significance level, a probability strictly between 0 and 1."""
     try:

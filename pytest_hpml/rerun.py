@@ -30,6 +30,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,7 @@ class Fresh:
     problems: list[str] = field(default_factory=list)
     absent: set[str] = field(default_factory=set)
     broken: str | None = None
+    stopped: bool = False  # a process was stopped at its deadline before it finished a test
 
 
 def environment() -> dict[str, str]:
@@ -105,9 +107,12 @@ def _tail(output: str) -> str:
 
 
 def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
-              place: Place | None = None, what: str = "fresh process") -> Fresh:
+              place: Place | None = None, what: str = "fresh process",
+              deadline: float | None = None) -> Fresh:
     """Run the tests `nodeids` in `processes` fresh processes, one after the other, and gather
-    what they measured."""
+    what they measured. At `deadline` (time.monotonic()), a process still running is stopped
+    as Ctrl-C stops a run, and what its finished tests measured counts (a budget, not a
+    failure)."""
     place = place or Place()
     nodeids = list(nodeids)
     found = Fresh()
@@ -122,14 +127,20 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
             code, output = forkserver.run_pytest(
                 args, Path(place.move(str(config.invocation_params.dir))),
                 folder / f"process-{i}.log", place.environ(environment()),
-                preload=preload(), sys_path=place.sys_path(list(sys.path)))
+                preload=preload(), sys_path=place.sys_path(list(sys.path)),
+                deadline=deadline)
             if not result.exists():
+                if deadline is not None and time.monotonic() >= deadline:
+                    found.stopped = True  # the budget ran out before it finished a test
+                    continue
                 found.broken = f"{what} exited {code} before running a test: {_tail(output)}"
                 found.problems.append(found.broken)
                 continue
             document = json.loads(result.read_text(encoding="utf-8"))
             found.absent |= set(nodeids) - set(document["collected"])
-            failed = {n for n, outcome in document["outcomes"].items() if outcome == "failed"}
+            stopped = deadline is not None and code != 0 and document["interrupted"]
+            failed = {n for n, outcome in document["outcomes"].items()
+                      if outcome == "failed" and not stopped}
             for nodeid in sorted(failed):
                 found.problems.append(f"{nodeid}: {what} {i + 1} failed: {_tail(output)}")
             found.problems += [f"{what} {i + 1}: {e}" for e in document["errors"]]
@@ -161,7 +172,8 @@ class FreshProcess:
 
     def __init__(self, config: pytest.Config, spec: dict[str, Any]) -> None:
         self.config = config
-        self.nodeids: set[str] = set(spec["nodeids"])
+        self.order: list[str] = list(spec["nodeids"])
+        self.nodeids: set[str] = set(self.order)
         self.result = Path(spec["result"])
         root = config.rootpath
         self.files = {root / n.split("::", 1)[0] for n in self.nodeids}
@@ -179,6 +191,13 @@ class FreshProcess:
         rest = [i for i in items if i.nodeid not in self.nodeids]
         if rest:
             config.hook.pytest_deselected(items=rest)
+        # The files in the order the spec asks for them (its first tests are those that matter
+        # most, should the process be stopped at a budget), each file's tests in collection
+        # order, so that a module's fixtures are set up once.
+        first = {}
+        for index, nodeid in enumerate(self.order):
+            first.setdefault(nodeid.split("::", 1)[0], index)
+        keep.sort(key=lambda i: first.get(i.nodeid.split("::", 1)[0], len(first)))
         items[:] = keep
         self.collected = [i.nodeid for i in keep]
 
@@ -197,7 +216,8 @@ class FreshProcess:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         document = {"records": [r.to_dict() for r in run_of(self.config).records],
                     "collected": self.collected, "outcomes": self.outcomes,
-                    "errors": self.errors}
+                    "errors": self.errors,
+                    "interrupted": session.exitstatus == pytest.ExitCode.INTERRUPTED}
         self.result.write_text(json.dumps(json_safe(document)), encoding="utf-8")
 
 

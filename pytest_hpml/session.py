@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,9 @@ class HpmlRun:
         self.ran = 0  # tests whose call phase ran (in this process or an xdist worker)
         self.messages: list[str] = []  # said once each in the terminal summary
         self.written: list[str] = []  # outputs written at the end, "wrote PATH" lines
+        # When the run began (time.monotonic(), as pytest configured it): the run's own time,
+        # which a save's budget is a fraction of.
+        self.started = time.monotonic()
 
     def say_once(self, message: str) -> None:
         if message not in self.messages:

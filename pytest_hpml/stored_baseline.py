@@ -1,5 +1,5 @@
-"""Baselines and verdicts in a run: --hpml-compare fails the tests whose metrics regressed,
---hpml-save-baseline stores the run's measurements (a pytest plugin module).
+"""The stored baseline in a run: --hpml-compare fails the tests whose metrics regressed against
+this machine's baseline file (a pytest plugin module; saving.py stores a run into it).
 
 The baseline file is read before any test runs, for a comparison and for a save alike: a
 damaged file stops the run at once, naming the file, instead of after hours of GPU work.
@@ -7,20 +7,19 @@ damaged file stops the run at once, naming the file, instead of after hours of G
 
 from __future__ import annotations
 
-import datetime
 from pathlib import Path
 
 import pytest
 
 from pytest_hpml import rerun
-from pytest_hpml.compare import baselines, engine, history, suite
+from pytest_hpml.compare import baselines, engine, suite
 from pytest_hpml.compare.advice import Advice, StoredAdvice
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import seeded_basis
 from pytest_hpml.judging import rules_of
 from pytest_hpml.machine.fingerprint import fingerprint, machine_key, software_changes
-from pytest_hpml.policy import marker_options, non_negative, path_option, positive
-from pytest_hpml.report.files import Output, writable_problem
+from pytest_hpml.policy import marker_options, non_negative, path_option
+from pytest_hpml.report.files import writable_problem
 from pytest_hpml.results import Record
 from pytest_hpml.selection import profile_of
 from pytest_hpml.session import HpmlRun, add_option, is_controller, run_of
@@ -48,8 +47,6 @@ class BaselineRun:
         self.config = config
         self.compare: bool = opt.hpml_compare
         self.save: bool = opt.hpml_save_baseline
-        self.keep: int = opt.hpml_baseline_runs
-        self.reset: bool = opt.hpml_reset_baseline
         self.confirm: int = opt.hpml_confirm
         self.processes: int = opt.hpml_baseline_processes
         self.require: bool = opt.hpml_require_baseline
@@ -230,71 +227,20 @@ class BaselineRun:
             self.run.say_once(
                 f"--hpml-compare: {len(gone.dropped_by_sweep)} row(s) of the baseline that no "
                 "test makes any more, while their test function still runs (a value left its "
-                "sweep): " + _some(gone.dropped_by_sweep) + "; if intended, "
+                "sweep): " + some(gone.dropped_by_sweep) + "; if intended, "
                 "--hpml-save-baseline --hpml-prune-baseline drops them")
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if gone.not_in_suite:
             self.run.say_once(f"in the baseline, not in this suite: {len(gone.not_in_suite)} "
-                              f"row(s) of tests that are gone: {_some(gone.not_in_suite)}"
+                              f"row(s) of tests that are gone: {some(gone.not_in_suite)}"
                               + ("" if self.save and self.prune else
                                  "; --hpml-save-baseline --hpml-prune-baseline drops them"))
         if self.save and self.prune:
             self.pruned = frozenset(gone.all)
 
-    def widen_history(self, item: pytest.Item, records: list[Record]) -> None:
-        """A save measures in fresh processes too, so that the baseline knows this machine's
-        between-run spread from the first save (a comparison's confirmations count)."""
-        extra = self.processes - 1
-        pending = [r for r in records
-                   if any(m.compared and m.name not in r.replicates for m in r.metrics)]
-        if extra > 0 and pending:
-            self.measure_again(item, pending, extra, "baseline process")
 
-    def write(self) -> list[Path]:
-        records = self.run.records
-        passed = [r for r in records if r.id not in self.run.failed_ids]
-        if len(passed) < len(records):
-            self.run.say_once(f"--hpml-save-baseline: {len(records) - len(passed)} row(s) of "
-                              "tests that did not pass (failed, xfail, or an error in teardown) "
-                              "not saved; their previous baseline entries are kept.")
-        if not passed:
-            return []
-        if not self.reset:
-            self._judge_levels(passed)
-        policy = history.MergePolicy(
-            keep=self.keep, reset=self.reset, prune=self.pruned,
-            when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
-        saved = baselines.save(self.path, fingerprint(), self.profile, passed, policy)
-        if saved.levels:
-            self.run.say_once(
-                f"--hpml-save-baseline: {len(saved.levels)} metric(s) changed beyond what this "
-                "machine can detect; their history starts at the new level (the previous one "
-                "is kept in the file as accepted): " + _some(saved.levels))
-        if self.pruned:
-            self.run.say_once(f"--hpml-save-baseline: dropped {len(self.pruned)} row(s) of "
-                              "tests that are gone (--hpml-prune-baseline)")
-        if saved.skipped:
-            self.run.say_once(f"--hpml-save-baseline: {len(saved.skipped)} metric(s) are not "
-                              "finite numbers and were not saved: " + "; ".join(saved.skipped[:5])
-                              + (" ..." if len(saved.skipped) > 5 else ""))
-        return [self.path]  # a symlink is shown with the file it links to
-
-
-    def _judge_levels(self, records: list[Record]) -> None:
-        """Verdicts for the rows a comparison did not judge, against the file as it is now:
-        a save starts a new level where the engine says a metric moved beyond the noise (a
-        figure derived from a timing with its timing)."""
-        stored = baselines.load(self.path) if self.path.exists() else None
-        if stored is None:
-            return
-        rules = self.rules
-        for record in records:
-            if not record.verdicts:
-                engine.judge(record, stored.metrics_for(record.id), rules)
-
-
-def _some(items: list[str], shown: int = 5) -> str:
+def some(items: list[str], shown: int = 5) -> str:
     return "; ".join(items[:shown]) + (f" ... ({len(items)} in all)" if len(items) > shown
                                        else "")
 
@@ -303,8 +249,6 @@ BASELINE_KEY = pytest.StashKey[BaselineRun]()
 #: Fresh processes behind a failing verdict: with the suspect run, three process medians,
 #: enough to estimate the spread between processes.
 DEFAULT_CONFIRMATIONS = 2
-#: Processes behind a saved baseline: three medians are the fewest that give a spread.
-DEFAULT_BASELINE_PROCESSES = 3
 
 
 # -- pytest hooks -------------------------------------------------------------------------------
@@ -313,26 +257,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     # The comparison and the save are the outer run's (rerun=False): a rerun only measures.
     add_option(parser, "--hpml-compare", action="store_true", rerun=False,
                help="compare with this machine's baseline; fail tests whose metrics regressed")
-    add_option(parser, "--hpml-save-baseline", action="store_true", rerun=False,
-               help="merge this run's results into this machine's baseline file")
     add_option(parser, "--hpml-baselines", pin=True, path=True, rerun=False, type=path_option,
                metavar="DIR",
                help="folder of baseline files (default: <rootdir>/baselines)")
-    add_option(parser, "--hpml-baseline-runs", pin=True, rerun=False, type=positive(int),
-               default=history.DEFAULT_KEEP, metavar="N",
-               help="runs of history a baseline keeps per metric, so the run-to-run spread is "
-                    f"known ({history.DEFAULT_KEEP})")
-    add_option(parser, "--hpml-baseline-processes", pin=True, rerun=False, type=positive(int),
-               default=DEFAULT_BASELINE_PROCESSES, metavar="N",
-               help="processes a save measures each test in (the run's own and N-1 fresh "
-                    "ones), so the first baseline already knows the spread between "
-                    f"processes ({DEFAULT_BASELINE_PROCESSES}; 1: the run alone)")
-    add_option(parser, "--hpml-prune-baseline", action="store_true", rerun=False,
-               help="with --hpml-save-baseline: drop the rows of tests that are gone from the "
-                    "suite (or no longer make them); without it they are kept, and said")
-    add_option(parser, "--hpml-reset-baseline", action="store_true", rerun=False,
-               help="with --hpml-save-baseline: restart the history of the saved rows "
-                    "instead of appending to it (after a hardware or driver change)")
     add_option(parser, "--hpml-confirm", pin=True, rerun=False, type=non_negative(int),
                default=DEFAULT_CONFIRMATIONS, metavar="N",
                help="fresh processes that measure a suspected regression again before it "
@@ -344,15 +271,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     comparison = config.stash[BASELINE_KEY] = BaselineRun(config, run_of(config))
-    for given, what in ((comparison.reset, "--hpml-reset-baseline restarts the history of the "
-                                           "rows a save stores"),
-                        (comparison.prune, "--hpml-prune-baseline drops, in a save, the rows of "
-                                           "tests that are gone")):
-        if given and not comparison.save:
-            raise pytest.UsageError(f"{what}: add --hpml-save-baseline (or leave the option "
-                                    "out)")
-    if (comparison.compare and comparison.confirm) or (comparison.save
-                                                       and comparison.processes > 1):
+    if comparison.compare and comparison.confirm:
         rerun.start_forkserver_in_background()
     if comparison.compare or (comparison.save and is_controller(config)):
         # Workers compare too, against the file the controller checked.
@@ -368,8 +287,6 @@ def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
     comparison.new_rerun_failures = []
     if comparison.compare:
         failing = comparison.judge(item, records, may_confirm=report.passed)
-    if comparison.save and report.passed and not failing:
-        comparison.widen_history(item, records)
     if comparison.new_rerun_failures:
         # Carried to the controller on the report (an xdist worker's own list is never read).
         report.hpml_rerun_failures = comparison.new_rerun_failures
@@ -377,13 +294,6 @@ def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
         report.outcome = "failed"
         report.longrepr = "hpml: failed the comparison with the baseline:\n  " + "\n  ".join(
             failing)
-
-
-def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
-    comparison = config.stash[BASELINE_KEY]
-    if not comparison.save:
-        return []
-    return [Output("baseline", comparison.path, comparison.write)]
 
 
 def pytest_hpml_finish(session: pytest.Session) -> None:

@@ -155,10 +155,12 @@ class Measured:
         return Replicates((self.value, *(self.runs or [])), relative)
 
     def stored(self) -> Stored:
-        return Stored(self.name, self.value, self.unit, self.better, self.exact, self.tolerance,
-                      self.derived_from, self.samples, None, self.yardstick, self.history,
-                      self.relative_history, self.history_saves, self.accepted,
-                      self.seeded_from)
+        return Stored(self.name, self.value, self.unit, self.better, exact=self.exact,
+                      tolerance=self.tolerance, derived_from=self.derived_from,
+                      samples=self.samples, yardstick=self.yardstick, history=self.history,
+                      relative_history=self.relative_history,
+                      history_saves=self.history_saves, accepted=self.accepted,
+                      seeded_from=self.seeded_from)
 
 
 def compare_metric(current: Measured, base: Measured | None, tolerance: float = 0.10,

@@ -23,7 +23,7 @@ LATENCY = """
 
 def _run(pytester: pytest.Pytester, latency_us: float, *args: str) -> pytest.RunResult:
     (pytester.path / "latency_us.txt").write_text(str(latency_us))
-    return pytester.runpytest(*FAST, "--hpml-baseline-processes=3", *args)
+    return pytester.runpytest(*FAST, "--hpml-baseline-processes=3", "--hpml-save-budget=all", *args)
 
 
 def _stored(pytester: pytest.Pytester, rid: str, name: str) -> dict:

@@ -186,7 +186,7 @@ def test_a_blind_spot_is_said_in_the_summary_and_under_the_report_table(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_step=SPREAD_PROCESSES)
     _run(pytester, [1.0, 1.2, 0.85], "--hpml-save-baseline",
-         "--hpml-baseline-processes=3").assert_outcomes(passed=1)
+         "--hpml-baseline-processes=3", "--hpml-save-budget=all").assert_outcomes(passed=1)
     quiet = _run(pytester, [1.05], "--hpml-compare", "--hpml-confirm=0")
     quiet.assert_outcomes(passed=1)
     quiet.stdout.fnmatch_lines(["hpml: blind spot: test_step.py::test_step time: cannot detect "
@@ -260,7 +260,7 @@ def test_a_file_whose_save_counts_are_not_counts_is_damaged(tmp_path: Path) -> N
 def test_the_assumed_drift_is_an_option_a_team_pins(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_step=SPREAD_PROCESSES)
     _run(pytester, [1.0, 1.01, 0.99], "--hpml-save-baseline",
-         "--hpml-baseline-processes=3").assert_outcomes(passed=1)
+         "--hpml-baseline-processes=3", "--hpml-save-budget=all").assert_outcomes(passed=1)
     _run(pytester, [1.0], "--hpml-compare", "--hpml-confirm=0",
          "--hpml-report=r.json").assert_outcomes(passed=1)
     basis = json.loads((pytester.path / "r.json").read_text())["records"][0]["verdicts"][

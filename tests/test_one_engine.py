@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from hpml_testing import FAST, ROOT
 
+#: A save that measures every test in three processes, whatever they cost.
+SAVE3 = ("--hpml-save-baseline", "--hpml-baseline-processes=3", "--hpml-save-budget=all")
+
 #: A test whose value in each process is the next of values.txt (a counter beside the test
 #: file counts the processes): the run's own process first, then its fresh processes.
 PER_PROCESS = """
@@ -57,11 +60,11 @@ def test_a_save_accepts_a_timing_and_its_bandwidth_together(pytester: pytest.Pyt
     # Three processes spread by about 30 %: a 5x speed-up is beyond that noise, for the time
     # (-80 %) as for the bandwidth (+400 %).
     _values(pytester.path, 10, 14, 7)
-    pytester.runpytest(*FAST[:-1], "--hpml-save-baseline", "--hpml-baseline-processes=3"
+    pytester.runpytest(*FAST[:-1], *SAVE3
                        ).assert_outcomes(passed=1)
     _values(pytester.path, 2, 2.8, 1.4)
     accept = pytester.runpytest(*FAST[:-1], "--hpml-save-baseline",
-                                "--hpml-baseline-processes=3")
+                                "--hpml-baseline-processes=3", "--hpml-save-budget=all")
     accept.assert_outcomes(passed=1)
     accept.stdout.fnmatch_lines(["*2 metric(s) changed beyond what this machine can detect*"
                                  "time: 10.00 -> 2.000 ms (improved)*bandwidth: 200 -> 1,000 MB/s "
@@ -90,7 +93,7 @@ def test_the_current_value_shown_is_the_one_the_verdict_rests_on(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_copy=PER_PROCESS)
     _values(pytester.path, 4, 4, 4)
-    pytester.runpytest(*FAST[:-1], "--hpml-save-baseline", "--hpml-baseline-processes=3"
+    pytester.runpytest(*FAST[:-1], *SAVE3
                        ).assert_outcomes(passed=1)
     # The test's own process is slow (6 ms), its two confirmations are not (4.4 ms): the verdict
     # rests on the median of the three, 4.4 ms, and so must every output.
@@ -132,15 +135,15 @@ def test_one_function_folds_process_values_and_one_judges() -> None:
     assert _calls("Replicates") <= {"results.py", "compare/engine.py"}
     assert _calls("merge") <= {"compare/engine.py", "compare/history.py"}  # history: the store's
     assert _calls("judge_metric") == {"compare/engine.py"}
-    assert _calls("judge") - {"compare/engine.py", "stored_baseline.py", "base_ref.py",
-                              "compare/results_files.py"} == set()
+    assert _calls("judge") - {"compare/engine.py", "stored_baseline.py", "saving.py",
+                              "base_ref.py", "compare/results_files.py"} == set()
 
 
 def test_a_save_keeps_the_processes_in_the_order_a_report_holds_them(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_copy=PER_PROCESS)
     _values(pytester.path, 3, 5, 4)
-    pytester.runpytest(*FAST[:-1], "--hpml-save-baseline", "--hpml-baseline-processes=3",
+    pytester.runpytest(*FAST[:-1], *SAVE3,
                        "--hpml-report=save.json").assert_outcomes(passed=1)
     report = json.loads((pytester.path / "save.json").read_text())
     held = report["records"][0]["replicates"]["time"]["values"]
@@ -308,7 +311,8 @@ def test_the_stored_baseline_the_ref_and_the_command_line_agree(
 
     # The stored baseline: a save of three processes at the base, then a comparison.
     pytester.runpytest(*FAST[:-1], *same, "--hpml-save-baseline",
-                       "--hpml-baseline-processes=3", "--hpml-report=old.json"
+                       "--hpml-baseline-processes=3", "--hpml-save-budget=all",
+                       "--hpml-report=old.json"
                        ).assert_outcomes(passed=1)
     _side(repo, now)
     pytester.runpytest(*FAST[:-1], *same, "--hpml-compare", "--hpml-report=stored.json")
@@ -320,7 +324,8 @@ def test_the_stored_baseline_the_ref_and_the_command_line_agree(
     # processes (a save into a folder of its own writes them into its report).
     _side(repo, now)
     pytester.runpytest(*FAST[:-1], "--hpml-save-baseline", "--hpml-baselines=saves",
-                       "--hpml-baseline-processes=3", "--hpml-report=new.json"
+                       "--hpml-baseline-processes=3", "--hpml-save-budget=all",
+                       "--hpml-report=new.json"
                        ).assert_outcomes(passed=1)
     cli = subprocess.run([sys.executable, "-m", "pytest_hpml", "compare", "old.json",
                           "new.json", "--drift=0", "--format=csv"], cwd=repo, text=True,

@@ -219,8 +219,8 @@ def test_the_json_report_keeps_every_verdict_field(pytester: pytest.Pytester) ->
 def test_a_save_measures_in_fresh_processes_so_the_first_baseline_knows_the_spread(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bench=SLEEPER)
-    _run(pytester, [1.0, 2.0, 0.5], "--hpml-save-baseline", "--hpml-baseline-processes=3"
-         ).assert_outcomes(passed=1)
+    _run(pytester, [1.0, 2.0, 0.5], "--hpml-save-baseline", "--hpml-baseline-processes=3",
+         "--hpml-save-budget=all").assert_outcomes(passed=1)
     assert (pytester.path / "counter.txt").read_text() == "3"
     stored = json.loads(next((pytester.path / "baselines").glob("*.json")).read_text())
     history = {m["name"]: m["history"] for r in stored["records"] for m in r["metrics"]}

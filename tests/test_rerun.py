@@ -67,7 +67,7 @@ def test_fresh_processes_that_cannot_run_are_broken_and_confirm_nothing(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     config = pytester.parseconfig()
 
-    def crashing(args, cwd, log, environ, preload=(), sys_path=None):
+    def crashing(args, cwd, log, environ, preload=(), sys_path=None, deadline=None):
         return 3, "INTERNALERROR> something broke\nlast line"
 
     monkeypatch.setattr(forkserver, "run_pytest", crashing)
@@ -99,7 +99,7 @@ def test_a_fresh_process_leaves_the_outer_runs_files_and_state_alone(tmp_path: P
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p no:benchmark\n")
     done = _pytest_in(tmp_path, *FAST[:-1], "-k", "sleep or other", "--junitxml=j.xml",
                       "--basetemp=bt", "--hpml-save-baseline", "--hpml-baseline-processes=3",
-                      "--hpml-report=r.json", "--hpml-baselines=bl")
+                      "--hpml-save-budget=all", "--hpml-report=r.json", "--hpml-baselines=bl")
     assert done.returncode == 0, done.stdout
     # The save measured test_sleep in two fresh processes besides the run's own ...
     assert (tmp_path / "counter.txt").read_text() == "3"
@@ -150,7 +150,8 @@ def test_reruns_of_a_save_work_with_the_invocations_own_options(tmp_path: Path) 
     done = _pytest_in(tmp_path / "sub", *FAST, "-c", "../cfg/pytest.ini", "--rootdir=..",
                       "-p", "myfixtures", "-o", "python_functions=check_*", "-n", "2",
                       "../tests", "--size=3", "--hpml-baselines=../bl", "--hpml-save-baseline",
-                      "--hpml-baseline-processes=2", "--hpml-report=../out/r.json")
+                      "--hpml-baseline-processes=2", "--hpml-save-budget=all",
+                      "--hpml-report=../out/r.json")
     assert done.returncode == 0, done.stdout
     assert "fresh process" not in done.stdout
     stored = json.loads(only_baseline_file(tmp_path / "bl").read_text())
@@ -175,13 +176,12 @@ def test_fresh_processes_that_fail_are_said_once(pytester: pytest.Pytester) -> N
             hpml.record("work", float(k), unit="B", better="lower")
     """)
     result = pytester.runpytest(*FAST[:-1], "--hpml-save-baseline",
-                                "--hpml-baseline-processes=2")
+                                "--hpml-baseline-processes=2", "--hpml-save-budget=all")
     result.assert_outcomes(passed=2)
-    lines = [line for line in result.stdout.lines if "fresh process" in line]
+    lines = [line for line in result.stdout.lines if "fresh process(es) failed" in line]
     assert len(lines) == 1, result.stdout.str()
     assert lines[0].startswith(
         "hpml: 2 fresh process(es) failed, so they confirmed nothing (verdicts and saves rest on "
         "the processes that worked); the first: "
-        "test_fresh_processes_that_fail_are_said_once.py::test_once[1]: "
         "test_fresh_processes_that_fail_are_said_once.py::test_once[1]: baseline process 1 "
         "failed: ")

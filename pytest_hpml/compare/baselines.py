@@ -1,6 +1,7 @@
 """The baseline store: one JSON file per machine key and size profile, holding for every
-measured metric its latest run (value and samples) and the medians of its last runs (history),
-so that the run-to-run spread of each metric on this machine is known.
+measured metric its latest run (its value, sample count and the notch of its median) and the
+values of its last runs (history), so that the run-to-run spread of each metric on this machine
+is known. One row per line: a git diff shows which rows a save moved.
 
 Saving is safe against everything that happens to CI runners:
 - concurrent saves (two jobs, two shells) merge under an exclusive lock: the file is re-read
@@ -247,6 +248,16 @@ def _clean_stale_temporaries(path: Path) -> list[Path]:
     return removed
 
 
+def _text(document: dict[str, Any]) -> str:
+    """A baseline's text: its header indented, each row on a line of its own (a save changes
+    the lines of the rows it measured, so a git diff of the baseline branch shows which)."""
+    head = json.dumps(json_safe({k: v for k, v in document.items() if k != "records"}),
+                      indent=1, allow_nan=False)
+    rows = [json.dumps(json_safe(r), allow_nan=False, separators=(",", ":"))
+            for r in document["records"]]
+    return head[:-2] + ',\n "records": [\n' + ",\n".join(rows) + "\n ]\n}\n"
+
+
 def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Record],
          policy: MergePolicy | None = None) -> SaveResult:
     """Merge `records` into the file at `path` under its lock, atomically. The merged file is
@@ -271,7 +282,7 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
                                             policy)
             document = {"schema": SCHEMA, "fingerprint": fingerprint, "profile": profile,
                         "records": [merged[k] for k in sorted(merged)]}
-            text = json.dumps(json_safe(document), indent=1, allow_nan=False)
+            text = _text(document)
             _check_document(json.loads(text))
         except (_Invalid, TypeError, ValueError) as exc:
             raise BaselineError(f"the save to {path} was refused: the merged file would be "

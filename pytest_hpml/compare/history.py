@@ -1,7 +1,9 @@
 """How a save merges a run into the stored history of each metric: the last runs kept, the
 processes each save added (its occasion), a new level where the run shows a change beyond what
 the machine can detect (the accepted change, kept in the file), the history of metrics the run
-did not produce kept, rows of tests that are gone dropped when asked."""
+did not produce kept, rows of tests that are gone dropped when asked. A stored metric keeps
+what verdicts use (the runs' values to 7 significant digits, the latest run's sample count and
+the notch of its median), not every sample."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_hpml.compare.stored import Stored
+from pytest_hpml.measure.stats import median_uncertainty
 from pytest_hpml.report.units import conversion, format_change
 from pytest_hpml.results import Metric, Record, Replicates, Verdict, measured_figures
 
@@ -77,11 +80,33 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
         relative_added = [r for v, r in zip(values.values, values.relative, strict=True)
                           if math.isfinite(v)]
         relative_history = (relative + relative_added)[-policy.keep:]
-    stored = Stored(new.name, new.value, new.unit, new.better, new.exact, new.tolerance,
-                    new.derived_from, new.samples, new.iqr, new.yardstick, history=history,
-                    relative_history=relative_history, history_saves=saves,
-                    accepted=accepted or None, seeded_from=policy.seeded_from)
+    stored = Stored(new.name, _kept_value(new.value), new.unit, new.better, new.exact,
+                    new.tolerance, new.derived_from, None, _kept_optional(new.iqr),
+                    _kept_optional(new.yardstick), history=_kept(history),
+                    relative_history=_kept(relative_history), history_saves=saves,
+                    accepted=[{**a, "before": _kept_value(a["before"]),
+                               "after": _kept_value(a["after"])} for a in accepted] or None,
+                    seeded_from=policy.seeded_from,
+                    n=len(new.samples) if new.samples else None,
+                    notch=_kept_value(median_uncertainty(new.samples or [])) or None)
     return stored, said
+
+
+#: Significant digits a baseline keeps of a run's value: a millionth is far below any noise a
+#: verdict weighs, and the file stays small.
+DIGITS = 7
+
+
+def _kept_value(value: float) -> float:
+    return float(f"{value:.{DIGITS}g}")
+
+
+def _kept_optional(value: float | None) -> float | None:
+    return None if value is None else _kept_value(value)
+
+
+def _kept(values: list[float] | None) -> list[float] | None:
+    return None if values is None else [_kept_value(v) for v in values]
 
 
 def _save_counts(old: Stored | None, stored: int) -> list[int]:

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from pytest_hpml.measure.stats import median_uncertainty
 from pytest_hpml.results import Accepted, Better, Metric, Replicates
 
 
@@ -26,9 +27,14 @@ class Stored:
     exact: bool = False
     tolerance: float | None = None
     derived_from: str | None = None
-    samples: list[float] | None = None  # the latest run's
+    # The latest run's samples (files written before 0.3, and evidence measured now), or what
+    # a verdict needs of them: how many there were and the notch of their median (its
+    # relative ~95 % half-width), so that a baseline holds no sample a verdict does not use.
+    samples: list[float] | None = None
     iqr: float | None = None
     yardstick: float | None = None  # the latest run's
+    n: int | None = None
+    notch: float | None = None
     # The values of the last runs, oldest first, as measured and relative to each run's
     # yardstick (the tail of the runs as measured that timed it); how many values each save
     # added, oldest first (each save is one occasion: the drift between them is learned).
@@ -55,6 +61,13 @@ class Stored:
             return None
         return self.value / self.yardstick if self.better == "lower" else \
             self.value * self.yardstick
+
+    @property
+    def within(self) -> float:
+        """The latest run's notch: the relative uncertainty of its median."""
+        if self.notch is not None:
+            return self.notch
+        return median_uncertainty(self.samples or [])
 
     @property
     def runs(self) -> list[float]:

@@ -118,8 +118,7 @@ def _weigh(e: Evidence, current: Metric, base: Stored, tol: float, rules: Rules)
     if e.history:
         now = [v for v in e.now if math.isfinite(v)] or e.now
         e.change = relative_change(statistics.median(e.history), statistics.median(now))
-        within = math.hypot(median_uncertainty(current.samples or []),
-                            median_uncertainty(base.samples or []))
+        within = math.hypot(median_uncertainty(current.samples or []), base.within)
         drift = rules.drift if current.unit in SPEED_UNITS else 0.0
         e.noise = estimate(e.history, e.saves, e.now, within, drift)
         e.mdc = e.noise.mdc(tol, rules.alpha)

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from multiprocessing import forkserver as server
 from pathlib import Path
@@ -124,31 +125,36 @@ def _stop(process: Any) -> None:
 
 
 def run_pytest(args: list[str], cwd: Path, log: Path, environ: dict[str, str],
-               preload: Iterable[str] = (), sys_path: list[str] | None = None
+               preload: Iterable[str] = (), sys_path: list[str] | None = None,
+               timeout: float = PROCESS_TIMEOUT, deadline: float | None = None
                ) -> tuple[int, str]:
     """Run pytest with `args` in a process forked from the server (a subprocess where there is
     none), in `cwd`, with `environ` and `sys_path` (default: the server's, as this process's);
     returns its exit status and output. The child starts with a fresh allocator and no thread
     pools, as a new process does, without paying the server's imports again; it ends with this
-    process (Ctrl-C, SIGTERM) and with the server."""
+    process (Ctrl-C, SIGTERM) and with the server. After `timeout` seconds, or at `deadline`
+    (time.monotonic(), whatever starting the server took), it is stopped as Ctrl-C stops a run
+    (SIGTERM: its session ends and writes what its finished tests made)."""
     start = context(preload)
     if start is None:  # pragma: no cover - platforms without a forkserver
         # subprocess.run kills the child on any exception, KeyboardInterrupt included.
         done = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd,
-                              capture_output=True, text=True, timeout=PROCESS_TIMEOUT,
-                              env=environ)
+                              capture_output=True, text=True, timeout=timeout, env=environ)
         return done.returncode, done.stdout + done.stderr
     process = start.Process(target=_pytest_body, name="hpml-pytest",
                             args=(args, str(cwd), str(log), environ, sys_path))
     process.start()
+    if deadline is not None:
+        timeout = max(0.0, min(timeout, deadline - time.monotonic()))
     try:
-        process.join(PROCESS_TIMEOUT)
+        process.join(timeout)
     except BaseException:
         # Ctrl-C or SIGTERM in this run: the child ends with it instead of running on.
         _stop(process)
         raise
     if process.is_alive():
         _stop(process)
-        return -9, f"killed after {PROCESS_TIMEOUT:g} s"
+        output = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        return -9, f"{output}\nstopped after {timeout:g} s"
     output = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
     return process.exitcode or 0, output

@@ -1,0 +1,216 @@
+"""--hpml-save-baseline: a run's measurements merged into this machine's baseline file (a pytest
+plugin module; the file, read once before any test, is stored_baseline.BaselineRun's).
+
+A save measures its tests again in fresh processes within a budget (compare/save_plan.py): at
+the end of the run, one fresh process per round runs a batch of the tests whose history knows
+least of the spread between processes, while the budget (--hpml-save-budget, a fraction of the
+run's own time since pytest configured it) allows, up to --hpml-baseline-processes per
+test. Then the engine judges each row against the file as it is (a change beyond the noise
+starts a new level, a figure derived from a timing with its timing), and the store merges the
+rows in under its lock.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_hpml import policy, rerun
+from pytest_hpml.compare import baselines, engine, history, save_plan
+from pytest_hpml.machine import forkserver
+from pytest_hpml.machine.fingerprint import fingerprint
+from pytest_hpml.policy import positive
+from pytest_hpml.report.files import Output
+from pytest_hpml.results import Record
+from pytest_hpml.session import add_option, is_controller
+from pytest_hpml.stored_baseline import BASELINE_KEY, BaselineRun, some
+
+#: Processes behind a saved baseline at most: three medians are the fewest that give a spread.
+DEFAULT_BASELINE_PROCESSES = 3
+#: The share of the run's own time a save may spend in fresh processes.
+DEFAULT_SAVE_BUDGET = 0.5
+
+
+class Save:
+    """This run's save: its budget, what the run's tests took, and the file it writes."""
+
+    def __init__(self, config: pytest.Config, stored: BaselineRun) -> None:
+        opt = config.option
+        self.config = config
+        self.stored = stored
+        self.run = stored.run
+        self.keep: int = opt.hpml_baseline_runs
+        self.reset: bool = opt.hpml_reset_baseline
+        self.processes: int = opt.hpml_baseline_processes
+        self.fraction: float = opt.hpml_save_budget
+        self.durations: dict[str, float] = {}  # seconds of each test's call
+
+    # -- the run's own time ------------------------------------------------------------------
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" and report.passed:
+            self.durations[report.nodeid] = report.duration
+
+    # -- fresh processes -------------------------------------------------------------------
+    def widen(self) -> None:
+        """Measure the run's tests again in fresh processes, in rounds of batches, within the
+        budget; their values join each row's replicates (engine.add_processes). A round's
+        process is stopped when the budget is spent, and what it finished counts."""
+        extra = self.processes - 1
+        records = [r for r in self.run.records if r.id not in self.run.failed_ids
+                   and r.test in self.durations and any(m.compared for m in r.metrics)]
+        if extra < 1 or not records or not self.fraction:
+            return
+        by_test: dict[str, list[Record]] = {}
+        for record in records:
+            by_test.setdefault(record.test, []).append(record)
+        stored = self.stored.baseline
+
+        def known(test: str) -> int:
+            return save_plan.knowledge(m for r in by_test[test] if stored
+                                       for m in stored.metrics_for(r.id).values())
+
+        def processes(test: str) -> int:
+            return min(len(r.values_of(m.name).values) for r in by_test[test]
+                       for m in r.metrics if m.compared)
+
+        plan = save_plan.Plan(self.fraction * (time.monotonic() - self.run.started))
+        # The forkserver imports beside the run from its start; a run shorter than its imports
+        # waits for them here, uncounted: the budget is the fresh processes' own time.
+        forkserver.add_preload(rerun.preload())
+        forkserver.ensure_running()
+        deadline = time.monotonic() + plan.budget if math.isfinite(plan.budget) else None
+        ranked = save_plan.order(by_test, known, self.durations.__getitem__)
+        problems: list[str] = []
+        for round_ in range(1, extra + 1):
+            wanted = [t for t in ranked if processes(t) == round_]
+            batch = plan.next_batch(wanted, self.durations.__getitem__)
+            if not batch:
+                break
+            started = time.monotonic()
+            fresh = rerun.run_fresh(self.config, batch, 1, what="baseline process",
+                                    deadline=deadline)
+            made = {r.test for records in fresh.records for r in records}
+            plan.ran([t for t in batch if t in made], time.monotonic() - started,
+                     sum(self.durations[t] for t in batch if t in made))
+            engine.add_processes([r for t in batch for r in by_test[t]], fresh.records)
+            problems += fresh.problems
+        if problems:
+            self.stored.rerun_failures += problems
+        measured = {t for batch in plan.rounds for t in batch}
+        if len(measured) < len(by_test) and math.isfinite(plan.budget):
+            self.run.say_once(
+                f"--hpml-save-baseline: {len(measured)} of {len(by_test)} test(s) measured "
+                f"again in fresh processes ({len(plan.rounds)} round(s), {plan.spent:.1f} s of "
+                f"a --hpml-save-budget of {plan.budget:.1f} s); the next saves measure the "
+                "others, those whose history knows least of the spread between processes first")
+
+    # -- the file ------------------------------------------------------------------------------
+    def _judge_levels(self, records: list[Record]) -> None:
+        """Verdicts for the rows a comparison did not judge, against the file as it is now:
+        a save starts a new level where the engine says a metric moved beyond the noise (a
+        figure derived from a timing with its timing)."""
+        found = baselines.load(self.stored.path) if self.stored.path.exists() else None
+        if found is None:
+            return
+        for record in records:
+            if not record.verdicts:
+                engine.judge(record, found.metrics_for(record.id), self.stored.rules)
+
+    def write(self) -> list[Path]:
+        records = self.run.records
+        passed = [r for r in records if r.id not in self.run.failed_ids]
+        if len(passed) < len(records):
+            self.run.say_once(f"--hpml-save-baseline: {len(records) - len(passed)} row(s) of "
+                              "tests that did not pass (failed, xfail, or an error in teardown) "
+                              "not saved; their previous baseline entries are kept.")
+        if not passed:
+            return []
+        if not self.reset:
+            self._judge_levels(passed)
+        pruned = self.stored.pruned
+        merge = history.MergePolicy(
+            keep=self.keep, reset=self.reset, prune=pruned,
+            when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+        path = self.stored.path
+        saved = baselines.save(path, fingerprint(), self.stored.profile, passed, merge)
+        if saved.levels:
+            self.run.say_once(
+                f"--hpml-save-baseline: {len(saved.levels)} metric(s) changed beyond what this "
+                "machine can detect; their history starts at the new level (the previous one "
+                "is kept in the file as accepted): " + some(saved.levels))
+        if pruned:
+            self.run.say_once(f"--hpml-save-baseline: dropped {len(pruned)} row(s) of "
+                              "tests that are gone (--hpml-prune-baseline)")
+        if saved.skipped:
+            self.run.say_once(f"--hpml-save-baseline: {len(saved.skipped)} metric(s) are not "
+                              "finite numbers and were not saved: " + "; ".join(saved.skipped[:5])
+                              + (" ..." if len(saved.skipped) > 5 else ""))
+        return [path]  # a symlink is shown with the file it links to
+
+
+SAVE_KEY = pytest.StashKey[Save]()
+
+
+# -- pytest hooks -------------------------------------------------------------------------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # The save is the outer run's (rerun=False): a fresh process only measures.
+    add_option(parser, "--hpml-save-baseline", action="store_true", rerun=False,
+               help="merge this run's results into this machine's baseline file")
+    add_option(parser, "--hpml-baseline-runs", pin=True, rerun=False, type=positive(int),
+               default=history.DEFAULT_KEEP, metavar="N",
+               help="runs of history a baseline keeps per metric, so the run-to-run spread is "
+                    f"known ({history.DEFAULT_KEEP})")
+    add_option(parser, "--hpml-baseline-processes", pin=True, rerun=False, type=positive(int),
+               default=DEFAULT_BASELINE_PROCESSES, metavar="N",
+               help="processes a save measures a test in at most (the run's own and up to N-1 "
+                    "fresh ones, within --hpml-save-budget), so the baseline learns the spread "
+                    f"between processes ({DEFAULT_BASELINE_PROCESSES}; 1: the run alone)")
+    add_option(parser, "--hpml-save-budget", pin=True, rerun=False, type=policy.budget,
+               default=DEFAULT_SAVE_BUDGET, metavar="FRACTION",
+               help="seconds a save may spend measuring its tests again in fresh processes, as "
+                    "a fraction of the run's own time: the tests whose history knows least of "
+                    "the spread between processes first, the others in later saves "
+                    f"({DEFAULT_SAVE_BUDGET}: a save costs about 1.5 runs; 0: none; all: every "
+                    "test in --hpml-baseline-processes processes, whatever it costs)")
+    add_option(parser, "--hpml-prune-baseline", action="store_true", rerun=False,
+               help="with --hpml-save-baseline: drop the rows of tests that are gone from the "
+                    "suite (or no longer make them); without it they are kept, and said")
+    add_option(parser, "--hpml-reset-baseline", action="store_true", rerun=False,
+               help="with --hpml-save-baseline: restart the history of the saved rows "
+                    "instead of appending to it (after a hardware or driver change)")
+
+
+@pytest.hookimpl(trylast=True)  # after stored_baseline has read the file
+def pytest_configure(config: pytest.Config) -> None:
+    opt = config.option
+    for given, what in ((opt.hpml_reset_baseline, "--hpml-reset-baseline restarts the history "
+                                                  "of the rows a save stores"),
+                        (opt.hpml_prune_baseline, "--hpml-prune-baseline drops, in a save, the "
+                                                  "rows of tests that are gone")):
+        if given and not opt.hpml_save_baseline:
+            raise pytest.UsageError(f"{what}: add --hpml-save-baseline (or leave the option "
+                                    "out)")
+    if not (opt.hpml_save_baseline and is_controller(config)):
+        return
+    save = config.stash[SAVE_KEY] = Save(config, config.stash[BASELINE_KEY])
+    config.pluginmanager.register(save, f"hpml-save-{id(config)}")
+    if save.processes > 1 and save.fraction:
+        rerun.start_forkserver_in_background()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_hpml_finish(session: pytest.Session) -> None:
+    # Before the rows the run did not make are judged, and before anything is written.
+    save = session.config.stash.get(SAVE_KEY, None)
+    if save is not None:
+        save.widen()
+
+
+def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
+    save = config.stash.get(SAVE_KEY, None)
+    return [Output("baseline", save.stored.path, save.write)] if save is not None else []

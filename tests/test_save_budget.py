@@ -1,0 +1,103 @@
+"""A save costs about what a run costs (issue 28): fresh processes within a budget, in rounds of
+batches, the tests whose history knows least of the spread between processes first; the next
+save measures the others."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hpml_testing import FAST
+
+from pytest_hpml import rerun
+from pytest_hpml.compare import save_plan
+from pytest_hpml.compare.stored import Stored
+from pytest_hpml.results import Metric, Record
+
+
+def test_the_plan_fits_its_batches_in_the_budget_and_learns_the_start_up() -> None:
+    durations = {"a": 1.0, "b": 2.0, "c": 0.5, "d": 3.0}
+    plan = save_plan.Plan(budget=5.0)  # a start-up of 1 s is assumed until one is timed
+    batch = plan.next_batch(["a", "b", "c", "d"], durations.__getitem__)
+    assert batch == ["a", "b", "c"]  # 3.5 s of tests and 1 s of start-up; d would not fit
+    plan.ran(batch, seconds=4.0, tests_seconds=3.5)
+    assert plan.spent == 4.0 and plan.start == 0.5
+    assert plan.next_batch(["d"], durations.__getitem__) == []  # 1 s left: not enough for d
+    assert plan.next_batch(["c"], durations.__getitem__) == ["c"]
+
+
+def test_tests_that_know_least_of_the_spread_come_first() -> None:
+    def stored(*saves: int) -> Stored:
+        return Stored("time", 1.0, "s", "lower", history=[1.0] * sum(saves),
+                      history_saves=list(saves))
+
+    assert save_plan.knowledge([]) == 0  # a new test
+    assert save_plan.knowledge([stored(1, 1, 1)]) == 0  # saves of one process each
+    assert save_plan.knowledge([stored(3, 1)]) == 2
+    assert save_plan.knowledge([stored(3), stored(2)]) == 1  # the row's least known metric
+    known = {"new": 0, "old": 2, "half": 1}
+    durations = {"new": 5.0, "old": 0.1, "half": 0.1}
+    assert save_plan.order(known, known.__getitem__, durations.__getitem__) == [
+        "new", "half", "old"]
+
+
+SUITE = """
+    import time
+
+    import pytest
+
+    @pytest.mark.parametrize("k", range(6))
+    def test_nap(hpml, k):
+        time.sleep(0.5)
+        hpml.record("work", 1.0 + k, unit="B", better="lower")
+"""
+
+
+@pytest.fixture
+def batches(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The batches the save asks fresh processes for; each answers at once with the values
+    the tests would make (the budget, not the machine, decides what is measured)."""
+    asked: list[list[str]] = []
+
+    def fresh(config, nodeids, processes=1, place=None, what="", deadline=None):
+        asked.append(list(nodeids))
+        made = [Record(n, n.split("[")[0], metrics=[
+            Metric("work", 1.0 + int(n.split("[")[1][:-1]), "B", "lower")], test=n)
+            for n in nodeids]
+        return rerun.Fresh(records=[made])
+
+    monkeypatch.setattr(rerun, "run_fresh", fresh)
+    return asked
+
+
+def test_a_save_spends_its_budget_on_what_it_knows_least_and_the_next_save_on_the_rest(
+        pytester: pytest.Pytester, batches: list[list[str]]) -> None:
+    pytester.makepyfile(test_naps=SUITE)
+    # Six tests of half a second: a budget of 0.6 of the run (3 s and more) leaves room for a
+    # second of start-up and some of the tests, not all of them.
+    first = pytester.runpytest(*FAST[:-1], "--hpml-save-baseline",
+                               "--hpml-baseline-processes=2", "--hpml-save-budget=0.6")
+    first.assert_outcomes(passed=6)
+    assert len(batches) == 1 and 0 < len(batches[0]) < 6, batches
+    again = set(batches[0])
+    first.stdout.fnmatch_lines([f"hpml: --hpml-save-baseline: {len(again)} of 6 test(s) "
+                                "measured again in fresh processes (1 round(s), * s of a "
+                                "--hpml-save-budget of * s); the next saves measure the others*"])
+    stored = json.loads(next((pytester.path / "baselines").glob("*.json")).read_text())
+    saves = {r["id"]: r["metrics"][0]["history_saves"] for r in stored["records"]}
+    assert {k for k, s in saves.items() if s == [2]} == again
+    # The next save measures first the tests the first one left with one process.
+    batches.clear()
+    pytester.runpytest(*FAST[:-1], "--hpml-save-baseline", "--hpml-baseline-processes=2",
+                       "--hpml-save-budget=0.6").assert_outcomes(passed=6)
+    assert batches and batches[0]
+    unmeasured = [t for t in batches[0] if t not in again]
+    assert unmeasured and batches[0][:len(unmeasured)] == unmeasured, batches
+
+
+def test_no_budget_means_no_fresh_process(pytester: pytest.Pytester,
+                                          batches: list[list[str]]) -> None:
+    pytester.makepyfile(test_naps=SUITE)
+    pytester.runpytest(*FAST[:-1], "--hpml-save-baseline", "--hpml-save-budget=0"
+                       ).assert_outcomes(passed=6)
+    assert batches == []
