@@ -270,17 +270,18 @@ class BenchmarkFixture:
             if not per_round:
                 call = calling(call_args, call_kwargs)
                 if warmup_rounds:
-                    clock.run(call, warmup_rounds, iterations)
+                    clock.run(call, warmup_rounds, iterations, warmup=True)
                 samples = clock.run(call, rounds, iterations)
             else:
                 for i in range(warmup_rounds + rounds):
                     if i:
                         call_args, call_kwargs = arguments()
-                    sample = clock.run(calling(call_args, call_kwargs), 1, iterations)
+                    sample = clock.run(calling(call_args, call_kwargs), 1, iterations,
+                                       warmup=i < warmup_rounds)
                     finish(call_args, call_kwargs)
                     if i >= warmup_rounds:
                         samples += sample
-        recorder.record_timing("time", samples)
+        recorder.record_timing("time", samples, warnings=getattr(clock, "warnings", list)())
         recorder.metric("time").yardstick = getattr(clock, "yardstick_seconds", None)
         self.stats = BenchmarkStats(samples, iterations, self)
         return last[0]

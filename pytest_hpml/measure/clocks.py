@@ -24,12 +24,13 @@ ClockKind = Literal["device", "host"]
 class Clock(Protocol):
     """Runs `count` samples of `inner` calls each and returns seconds per call per sample;
     `time_left`: seconds of the measurement's time cap still to spend (a clock that measures
-    some batches again spends no more)."""
+    some batches again spends no more); `warmup`: the calls warm up (compilation, caches, an
+    idle GPU's clocks), so nothing about them is checked or said."""
 
     device: str
 
     def run(self, fn: Callable[[], Any], count: int, inner: int, *,
-            time_left: float | None = None) -> list[float]: ...
+            time_left: float | None = None, warmup: bool = False) -> list[float]: ...
 
 
 @cache
@@ -121,7 +122,7 @@ class CpuClock:
         self.overhead_ns = overhead_ns
 
     def run(self, fn: Callable[[], Any], count: int, inner: int, *,
-            time_left: float | None = None) -> list[float]:
+            time_left: float | None = None, warmup: bool = False) -> list[float]:
         call = as_call(fn)
         now = self._now_ns
         if self.overhead_ns is None:
@@ -191,9 +192,11 @@ class CudaClock:
         self._problems: list[str] = []
 
     def run(self, fn: Callable[[], Any], count: int, inner: int, *,
-            time_left: float | None = None) -> list[float]:
+            time_left: float | None = None, warmup: bool = False) -> list[float]:
         """Batches measured while the SM clock was throttled are measured again while
-        `time_left` allows (none without it); past it they are kept, and said so."""
+        `time_left` allows (none without it); past it they are kept, and said so. Warm-up
+        batches are not checked: a timing that starts on an idle GPU reads its idle clock
+        during the warm-up, which is what the warm-up is for."""
         out: list[float] = []
         until = self._now() + (time_left or 0.0)
         while len(out) < count:
@@ -201,7 +204,7 @@ class CudaClock:
             if self._busy_wait is not None:
                 fits = int(self.MAX_BUSY_WAIT / (self.BUSY_WAIT_MARGIN * self._host_per_sample))
                 part = max(1, min(part, fits))
-            samples, throttled = self._run_batch(fn, part, inner)
+            samples, throttled = self._run_batch(fn, part, inner, check=not warmup)
             if throttled:
                 self.throttled += len(samples)
                 if self._now() < until:
@@ -235,9 +238,10 @@ class CudaClock:
                         "limits: let the GPU cool, or check its power cap)")
         return said
 
-    def _run_batch(self, fn: Callable[[], Any], count: int,
-                   inner: int) -> tuple[list[float], bool]:
-        """The batch's samples, and whether the SM clock was throttled while it ran."""
+    def _run_batch(self, fn: Callable[[], Any], count: int, inner: int,
+                   check: bool = True) -> tuple[list[float], bool]:
+        """The batch's samples, and whether the SM clock was throttled while it ran (not
+        read unless `check`)."""
         if self._busy_wait is not None:
             # Keep the GPU busy while the host queues the whole batch (as nvbench's blocking
             # kernel does): otherwise an idle GPU stamps the start event at once and a short
@@ -258,7 +262,7 @@ class CudaClock:
             pairs.append((start, end))
         self._host_per_sample = max((self._now() - queued) / count, 1e-6)
         # Read while the GPU works through the batch: after the synchronize it is going idle.
-        throttled = self._throttled()
+        throttled = self._throttled() if check else False
         # One host synchronization for the batch: syncing per sample would add launch gaps.
         self._synchronize()
         return [start.elapsed_time(end) / 1e3 / inner for start, end in pairs], throttled
