@@ -6,6 +6,7 @@ In-process pytester runs are used where possible: a subprocess pays the torch im
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,81 @@ class FakeEvent:
 
     def elapsed_time(self, end: FakeEvent) -> float:
         # The real API raises when an event has not completed: the host must synchronize first.
+        if not self.gpu.synchronized:
+            raise RuntimeError("elapsed_time before synchronize")
+        assert self.at is not None and end.at is not None
+        return end.at - self.at
+
+
+class HostBoundGpu:
+    """A GPU stream against the host's clock, for the busy-wait: work starts no earlier than
+    the host queues it, so an idle GPU stamps an event the moment the host records it and a
+    sample then times the host's launch path; the spin kernel counts SM clock cycles, at
+    `idle_mhz` until the GPU has been busy `ramp_ms`, then at `loaded_mhz` (which a test may
+    raise: a boost after the busy-wait was calibrated). Times in ms; `now()` is the host's
+    clock in seconds, for CudaClock."""
+
+    def __init__(self, idle_mhz: float = 400.0, loaded_mhz: float = 1600.0,
+                 ramp_ms: float = 20.0, launch_ms: float = 0.005) -> None:
+        self.idle_mhz, self.loaded_mhz, self.ramp_ms = idle_mhz, loaded_mhz, ramp_ms
+        self.launch_ms = launch_ms  # what each launch or event record costs the host
+        self.host_ms = 0.0
+        self.free_ms = 0.0  # when the GPU is done with what was queued
+        self.busy_since: float | None = None
+        self.synchronized = True
+        self.log: list[str] = []
+        self.spans: list[float] = []  # ms each spin lasted
+
+    def now(self) -> float:
+        return self.host_ms / 1e3
+
+    def host(self, ms: float) -> None:
+        """Host work (Python, the framework's launch path) before the next launch."""
+        self.host_ms += ms
+
+    def mhz(self, at_ms: float) -> float:
+        ramped = self.busy_since is not None and at_ms - self.busy_since >= self.ramp_ms
+        return self.loaded_mhz if ramped else self.idle_mhz
+
+    def _queue(self, name: str, duration: Callable[[float], float]) -> float:
+        self.host_ms += self.launch_ms
+        start = max(self.free_ms, self.host_ms)
+        if self.busy_since is None:
+            self.busy_since = start
+        length = duration(start)
+        self.free_ms = start + length
+        self.synchronized = False
+        self.log.append(name)
+        return length
+
+    def kernel(self, name: str, ms: float) -> None:
+        self._queue(name, lambda start: ms)
+
+    def spin(self, cycles: int) -> None:
+        """torch.cuda._sleep: `cycles` SM clock cycles (MHz = cycles per microsecond)."""
+        self.spans.append(self._queue("spin", lambda start: cycles / self.mhz(start) / 1e3))
+
+    def event(self) -> HostBoundEvent:
+        return HostBoundEvent(self)
+
+    def synchronize(self) -> None:
+        self.host_ms = max(self.host_ms, self.free_ms)
+        self.synchronized = True
+        self.log.append("sync")
+
+
+class HostBoundEvent:
+    def __init__(self, gpu: HostBoundGpu) -> None:
+        self.gpu = gpu
+        self.at: float | None = None
+
+    def record(self) -> None:
+        gpu = self.gpu
+        gpu.host_ms += gpu.launch_ms
+        self.at = max(gpu.free_ms, gpu.host_ms)  # stamped when the GPU reaches it
+        gpu.log.append("record")
+
+    def elapsed_time(self, end: HostBoundEvent) -> float:
         if not self.gpu.synchronized:
             raise RuntimeError("elapsed_time before synchronize")
         assert self.at is not None and end.at is not None
