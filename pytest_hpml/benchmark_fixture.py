@@ -160,11 +160,12 @@ def choose_clock(args: tuple, kwargs: dict[str, Any], params: dict[str, Any],
     if cuda_started():
         # The call may queue GPU work through what it closes over: the wall clock is right
         # for it once each call ends with the GPU done.
-        return ClockChoice("cuda", "host", True)  # pragma: no cover - needs a GPU
+        return ClockChoice("cuda", "host", True)
     return ClockChoice("cpu", "device", False)
 
 
-def _synchronized(fn: Callable[[], Any]) -> Callable[[], Any]:  # pragma: no cover - GPU
+def _synchronized(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """fn, then a wait for the GPU: the wall clock then times the GPU work fn queued."""
     import torch
 
     def call() -> Any:
@@ -210,7 +211,7 @@ class BenchmarkFixture:
             # sub-microsecond call (fn's own `name` or `clock` keywords must not reach hpml.time).
             call, call_args, call_kwargs = functools.partial(function_to_benchmark, *args,
                                                              **kwargs), (), {}
-            if choice.synchronize:  # pragma: no cover - needs a GPU
+            if choice.synchronize:
                 call = _synchronized(call)
         with self._gc_off():
             timing = self._recorder(choice).time(call, *call_args, name="time",

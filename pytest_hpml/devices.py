@@ -24,7 +24,8 @@ NO_CUDA_REASON = "needs a CUDA GPU: none was found on this machine"
 def pin_worker_to_gpu(worker_id: str | None,
                       environ: MutableMapping[str, str] | None = None) -> str | None:
     """Give xdist worker gwN one GPU, round-robin over the GPUs this run may use: those of an
-    existing CUDA_VISIBLE_DEVICES (as SLURM sets for a --gres job), else all of them.
+    existing CUDA_VISIBLE_DEVICES (as SLURM sets for a --gres job), else all of them, a GPU
+    split into MIG instances counting as its instances (by UUID: a process can use one).
     Returns the entry set, if any."""
     environ = os.environ if environ is None else environ
     match = re.fullmatch(r"gw(\d+)", worker_id or "")
@@ -33,7 +34,7 @@ def pin_worker_to_gpu(worker_id: str | None,
         return None
     entries = gpus.visible_entries(environ.get("CUDA_VISIBLE_DEVICES"), physical)
     if entries is None:
-        entries = [str(i) for i in range(physical)]
+        entries = gpus.cuda_devices()
     if not entries:
         return None  # the user hid every GPU
     choice = entries[int(match.group(1)) % len(entries)]

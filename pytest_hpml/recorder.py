@@ -321,20 +321,22 @@ class Recorder:
         from pytest_hpml.measure.utilization import NvmlSource, ProcessCpuSource, UtilizationSampler
 
         sources: list[Any] = [ProcessCpuSource()]
-        if self.context.device == "cuda":  # pragma: no cover - needs a GPU
+        if self.context.device == "cuda":
             import torch
 
             nvml = NvmlSource.for_device(torch.device("cuda"))
-            if nvml is None:
-                self._record.warnings.append("utilization: nvidia-ml-py is not installed (or "
-                                             "NVML did not start): GPU utilization not sampled")
+            if isinstance(nvml, str):
+                self._record.warnings.append(f"utilization: GPU not sampled: {nvml}")
             else:
                 sources.insert(0, nvml)
+                self._record.warnings += [f"utilization: {why}" for why in nvml.unread]
         sampler = UtilizationSampler(sources, interval)
         try:
             with sampler:
                 yield sampler
         finally:
+            for source in sources:
+                getattr(source, "close", lambda: None)()
             self.setting("sample_interval", interval, unit="s")
             for name, values in sampler.values.items():
                 if values:

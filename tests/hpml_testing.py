@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +181,109 @@ class HostBoundEvent:
             raise RuntimeError("elapsed_time before synchronize")
         assert self.at is not None and end.at is not None
         return end.at - self.at
+
+
+# -- NVML in miniature ---------------------------------------------------------------------------
+
+class NvmlNotFound(Exception):
+    """NVMLError_NotFound / NVMLError_NotSupported in the fake."""
+
+
+class NvmlMachine:
+    """nvidia-ml-py on a machine of whole GPUs, some split into MIG instances: what discovery,
+    the handle lookup, the SM clock and the utilization source ask of it. NVML counts its starts
+    (`starts` - `shutdowns` is what a caller left open). A MIG instance has its own memory, no
+    clock and (as NVML says of MIG) no utilization of its own.
+
+        NvmlMachine({"GPU-a": ["MIG-a1", "MIG-a2"], "GPU-b": []})  # GPU 0 split in two
+    """
+
+    NVML_CLOCK_SM = 1
+    NVML_DEVICE_MIG_ENABLE = 1
+
+    def __init__(self, gpus: dict[str, list[str]], name: str = "NVIDIA H100 80GB HBM3",
+                 start_fails: bool = False) -> None:
+        self.gpus = gpus  # GPU UUID -> the UUIDs of its MIG instances ([]: MIG off)
+        self.name = name
+        self.start_fails = start_fails
+        self.starts = self.shutdowns = 0
+
+    def _gpu_of(self, handle: str) -> str:
+        return next(g for g, instances in self.gpus.items() if handle == g or handle in instances)
+
+    def nvmlInit(self) -> None:
+        if self.start_fails:
+            raise NvmlNotFound("NVML_ERROR_DRIVER_NOT_LOADED")
+        self.starts += 1
+
+    def nvmlShutdown(self) -> None:
+        self.shutdowns += 1
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        return list(self.gpus)[index]
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
+        if uuid in self.gpus or any(uuid in m for m in self.gpus.values()):
+            return uuid
+        raise NvmlNotFound(f"NVML_ERROR_NOT_FOUND: {uuid}")
+
+    def nvmlDeviceGetUUID(self, handle: str) -> str:
+        return handle
+
+    def nvmlDeviceGetName(self, handle: str) -> str:
+        return self.name
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "575.51.03"
+
+    def nvmlDeviceGetMigMode(self, handle: str) -> tuple[int, int]:
+        mode = int(bool(self.gpus[handle]))
+        return mode, mode
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: str) -> int:
+        return 7 if self.gpus[handle] else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: str, index: int) -> str:
+        instances = self.gpus[handle]
+        if index >= len(instances):
+            raise NvmlNotFound("NVML_ERROR_NOT_FOUND: no MIG device in this slot")
+        return instances[index]
+
+    def nvmlDeviceIsMigDeviceHandle(self, handle: str) -> bool:
+        return handle not in self.gpus
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: str) -> str:
+        return self._gpu_of(handle)
+
+    def nvmlDeviceGetUtilizationRates(self, handle: str) -> Any:
+        if handle not in self.gpus:
+            raise NvmlNotFound("NVML_ERROR_NOT_SUPPORTED: utilization of a MIG instance")
+        return _Rates(gpu=87, memory=41)
+
+    def nvmlDeviceGetMemoryInfo(self, handle: str) -> Any:
+        return _Memory(used=(10 if handle in self.gpus else 3) * 2**30)
+
+    def nvmlDeviceGetDefaultApplicationsClock(self, handle: str, kind: int) -> int:
+        return 1755
+
+    def nvmlDeviceGetMaxClockInfo(self, handle: str, kind: int) -> int:
+        return 1980
+
+    def nvmlDeviceGetClockInfo(self, handle: str, kind: int) -> int:
+        if handle not in self.gpus:
+            raise NvmlNotFound("NVML_ERROR_NOT_SUPPORTED: a MIG instance has no clock of its own")
+        return 1650
+
+
+@dataclass
+class _Rates:
+    gpu: int
+    memory: int
+
+
+@dataclass
+class _Memory:
+    used: int

@@ -112,7 +112,7 @@ class FailingNvml:
 
 
 def test_an_nvml_error_turns_the_throttle_check_off_with_one_warning() -> None:
-    from pytest_hpml.machine.gpus import SmClock
+    from pytest_hpml.machine.nvml import SmClock
 
     reader = SmClock(FailingNvml(), handle="gpu0")
     gpu = FakeGpu()

@@ -182,7 +182,7 @@ class CudaClock:
         self._flush_l2 = flush_l2
         self._busy_wait = busy_wait
         self._now = now
-        # () -> (current, default) SM clock, None when it cannot be read (gpus.SmClock)
+        # () -> (current, default) SM clock, None when it cannot be read (nvml.SmClock)
         self._sm_clock = sm_clock
         self._host_per_sample = self.FIRST_HOST_ESTIMATE
         self.device = device
@@ -324,7 +324,7 @@ def _cuda_clock(device: Any, cold_l2: bool) -> CudaClock:  # pragma: no cover - 
     """The real CUDA clock. Never run on the development machine (no GPU there)."""
     import torch
 
-    from pytest_hpml.machine.gpus import sm_clock
+    from pytest_hpml.machine.nvml import sm_clock
     from pytest_hpml.measure.busy_wait import gpu_busy_wait
 
     props = torch.cuda.get_device_properties(device)
