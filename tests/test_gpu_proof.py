@@ -99,3 +99,15 @@ def test_a_pytest_stage_is_judged_by_its_junit_xml_and_its_budget(
         assert result.tests == {"passed": 2, "skipped": 1, "failed": 0}
         assert (folder / "report.md").exists() and "test_fake.py" in (
             folder / "output.txt").read_text()
+
+
+@without_gpu
+def test_the_smoke_checks_skip_here_with_the_reason(tmp_path: Path) -> None:
+    # The smoke stage's checks are collected and skipped as a user's GPU tests are.
+    out = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "tools" / "gpu_smoke.py"),
+                          "-q", "-rs", "-p", "no:cacheprovider", "--hpml-profile=quick",
+                          f"--rootdir={ROOT}", "-c", str(ROOT / "tox.ini")],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "13 skipped" in out.stdout
+    assert out.stdout.count("needs a CUDA GPU: none was found on this machine") >= 1

@@ -41,9 +41,9 @@ LABS = {"vector_add": 150, "complexity": 150, "mlp": 180, "quantization": 240, "
         "data_parallel": 240}
 #: What the stages import: the plugin's own dependencies, then the labs' (tools/gpu_proof
 #: installs with --no-deps, over what the machine has).
-NEEDED = ("pytest", "tabulate", "numpy", "torch", "triton", "torchvision", "xdist")
+NEEDED = ("pytest", "tabulate", "numpy", "torch", "triton", "torchvision", "setuptools")
 WANTED = {"pynvml": "nvidia-ml-py: SM clock, utilization, throttle check",
-          "matplotlib": "charts"}
+          "matplotlib": "charts", "xdist": "pytest-xdist: -n"}
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Stage:
 
 
 STAGES = [
-    Stage("install", 120, "pip install --no-deps -e . over the machine's torch"),
+    Stage("install", 120, "pip install --no-deps -e . over the machine's torch (no network)"),
     Stage("smoke", 240, "each CUDA piece once (tools/gpu_smoke.py)",
           ("tools/gpu_smoke.py", "--hpml-profile=quick")),
     *(Stage(f"quick-{lab}", budget, f'-m "gpu and {lab}", quick profile',
@@ -184,14 +184,17 @@ def collected(stage: Stage, folder: Path) -> str:
 
 
 def run_install(stage: Stage, folder: Path, timeout: float) -> Outcome:
-    """pip install --no-deps -e . (the machine's torch stays), then what the stages import."""
+    """pip install --no-deps -e . (the machine's torch stays), then what the stages import.
+    No build isolation: an isolated build fetches setuptools, and a GPU machine may have no
+    network; the machine's own setuptools builds the editable install."""
     before = gpu_here()[1]
     code, seconds = run_logged([sys.executable, "-m", "pip", "install", "--no-deps",
-                                "--disable-pip-version-check", "-e", str(ROOT)],
-                               folder / "output.txt", timeout)
+                                "--no-build-isolation", "--disable-pip-version-check", "-e",
+                                str(ROOT)], folder / "output.txt", timeout)
     if code != 0:
         why = "killed at its budget" if code is None else f"pip exit status {code}"
-        return Outcome(stage.name, "failed", f"{why}: see output.txt", seconds)
+        return Outcome(stage.name, "failed", f"{why}: see output.txt (the editable install "
+                       "needs setuptools >= 68 on the machine)", seconds)
     missing = missing_modules(list(NEEDED) + list(WANTED))
     after = gpu_here()[1]
     notes = [f"torch before: {before}; after: {after}"]
@@ -277,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     stages = selected(args.stages)
     if args.list:
         for stage in stages:
-            print(f"{stage.name:18} {stage.budget:5.0f} s  {stage.what}")
-        print(f"{'':18} {sum(s.budget for s in stages):5.0f} s  in all")
+            print(f"{stage.name:20} {stage.budget:5.0f} s  {stage.what}")
+        print(f"{'':20} {sum(s.budget for s in stages):5.0f} s  in all")
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     has_gpu, found = gpu_here()
