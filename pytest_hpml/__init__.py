@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from pytest_hpml.compare.results_files import compare_results, read_results
     from pytest_hpml.fixture import Hpml
     from pytest_hpml.machine.kernels import KernelResources
-    from pytest_hpml.measure.clocks import gpu_busy_wait
+    from pytest_hpml.measure.busy_wait import gpu_busy_wait
     from pytest_hpml.measure.timing import Timing, TimingConfig
     from pytest_hpml.recorder import OutOfMemory, Recorder, is_out_of_memory
     from pytest_hpml.results import Metric, Record, Verdict
@@ -31,7 +31,7 @@ _EXPORTS = {
     "Timing": "pytest_hpml.measure.timing",
     "TimingConfig": "pytest_hpml.measure.timing",
     "compare_results": "pytest_hpml.compare.results_files",
-    "gpu_busy_wait": "pytest_hpml.measure.clocks",
+    "gpu_busy_wait": "pytest_hpml.measure.busy_wait",
     "precisions": "pytest_hpml.selection",
     "read_results": "pytest_hpml.compare.results_files",
     "Verdict": "pytest_hpml.results",

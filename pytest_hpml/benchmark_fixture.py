@@ -160,11 +160,12 @@ def choose_clock(args: tuple, kwargs: dict[str, Any], params: dict[str, Any],
     if cuda_started():
         # The call may queue GPU work through what it closes over: the wall clock is right
         # for it once each call ends with the GPU done.
-        return ClockChoice("cuda", "host", True)  # pragma: no cover - needs a GPU
+        return ClockChoice("cuda", "host", True)
     return ClockChoice("cpu", "device", False)
 
 
-def _synchronized(fn: Callable[[], Any]) -> Callable[[], Any]:  # pragma: no cover - GPU
+def _synchronized(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """fn, then a wait for the GPU: the wall clock then times the GPU work fn queued."""
     import torch
 
     def call() -> Any:
@@ -210,7 +211,7 @@ class BenchmarkFixture:
             # sub-microsecond call (fn's own `name` or `clock` keywords must not reach hpml.time).
             call, call_args, call_kwargs = functools.partial(function_to_benchmark, *args,
                                                              **kwargs), (), {}
-            if choice.synchronize:  # pragma: no cover - needs a GPU
+            if choice.synchronize:
                 call = _synchronized(call)
         with self._gc_off():
             timing = self._recorder(choice).time(call, *call_args, name="time",
@@ -270,17 +271,18 @@ class BenchmarkFixture:
             if not per_round:
                 call = calling(call_args, call_kwargs)
                 if warmup_rounds:
-                    clock.run(call, warmup_rounds, iterations)
+                    clock.run(call, warmup_rounds, iterations, warmup=True)
                 samples = clock.run(call, rounds, iterations)
             else:
                 for i in range(warmup_rounds + rounds):
                     if i:
                         call_args, call_kwargs = arguments()
-                    sample = clock.run(calling(call_args, call_kwargs), 1, iterations)
+                    sample = clock.run(calling(call_args, call_kwargs), 1, iterations,
+                                       warmup=i < warmup_rounds)
                     finish(call_args, call_kwargs)
                     if i >= warmup_rounds:
                         samples += sample
-        recorder.record_timing("time", samples)
+        recorder.record_timing("time", samples, warnings=getattr(clock, "warnings", list)())
         recorder.metric("time").yardstick = getattr(clock, "yardstick_seconds", None)
         self.stats = BenchmarkStats(samples, iterations, self)
         return last[0]

@@ -24,7 +24,8 @@ NO_CUDA_REASON = "needs a CUDA GPU: none was found on this machine"
 def pin_worker_to_gpu(worker_id: str | None,
                       environ: MutableMapping[str, str] | None = None) -> str | None:
     """Give xdist worker gwN one GPU, round-robin over the GPUs this run may use: those of an
-    existing CUDA_VISIBLE_DEVICES (as SLURM sets for a --gres job), else all of them.
+    existing CUDA_VISIBLE_DEVICES (as SLURM sets for a --gres job), else all of them, a GPU
+    split into MIG instances counting as its instances (by UUID: a process can use one).
     Returns the entry set, if any."""
     environ = os.environ if environ is None else environ
     match = re.fullmatch(r"gw(\d+)", worker_id or "")
@@ -33,7 +34,7 @@ def pin_worker_to_gpu(worker_id: str | None,
         return None
     entries = gpus.visible_entries(environ.get("CUDA_VISIBLE_DEVICES"), physical)
     if entries is None:
-        entries = [str(i) for i in range(physical)]
+        entries = gpus.cuda_devices()
     if not entries:
         return None  # the user hid every GPU
     choice = entries[int(match.group(1)) % len(entries)]
@@ -54,6 +55,28 @@ def enable_triton_interpreter_without_gpu(environ: MutableMapping[str, str] | No
     if "TRITON_INTERPRET" in environ or found.count > 0 or not found.conclusive:
         return False
     environ["TRITON_INTERPRET"] = "1"
+    return True
+
+
+#: Triton's floating-point fusion (a * b + c contracted into one FMA), decided for every kernel
+#: a run compiles or interprets unless the user decided it (Triton 3.9 warns that its default,
+#: on, turns off in 3.10). Off: the interpreter, where the labs' results are checked on a CPU,
+#: never fuses, nor do torch's element-wise references, so a kernel compiled without fusion
+#: computes on the GPU the arithmetic that was checked (the int8 GEMM's float epilogue bit for
+#: bit), and its compiled resources do not change when Triton's default does. tl.dot is fused
+#: either way (IEEE fp32 runs on FFMAs with fusion off: test_mlp_tiled_matmul_compiled).
+TRITON_FP_FUSION = ("TRITON_DEFAULT_FP_FUSION", "0")
+
+
+def decide_triton_fp_fusion(environ: MutableMapping[str, str] | None = None) -> bool:
+    """Set Triton's default FP fusion (TRITON_FP_FUSION) for this process and its children
+    where the user has not: before any kernel compiles, in the run's environment. Returns
+    whether it was set here."""
+    environ = os.environ if environ is None else environ
+    name, value = TRITON_FP_FUSION
+    if name in environ:
+        return False
+    environ[name] = value
     return True
 
 
@@ -116,6 +139,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         early_config.getini("hpml_env") or "control"
     if mode != "keep":
         enable_triton_interpreter_without_gpu()
+        decide_triton_fp_fusion()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -135,6 +159,7 @@ def pytest_configure(config: pytest.Config) -> None:
         pin_worker_to_gpu(worker)
         if config.option.hpml_env != "keep":
             enable_triton_interpreter_without_gpu()
+            decide_triton_fp_fusion()
     run_of(config).when_used(set_devices)
 
 

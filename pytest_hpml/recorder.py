@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time as clock_time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -192,14 +192,17 @@ class Recorder:
         return Timing(samples=[max(clock_time.perf_counter() - start, 1e-9)], result=result,
                       recorded_as=name, warnings=["--hpml-disable: one call, not a timing"])
 
-    def record_timing(self, name: str, samples: list[float], unit: str = "s") -> Timing:
+    def record_timing(self, name: str, samples: list[float], unit: str = "s", *,
+                      warnings: Sequence[str] = ()) -> Timing:
         """A time measured elsewhere (per-step times from the ranks of a distributed run, a
         training loop's epochs) recorded as `name`, lower is better, each sample a sample; the
-        Timing returned serves figures derived from it (timing=)."""
+        Timing returned serves figures derived from it (timing=). `warnings`: what the clock
+        that took the samples said of them (throttled samples kept, ...), in the row's."""
         if not samples:
             raise ValueError(f"metric {name!r}: record_timing needs at least one sample")
-        timing = Timing(samples=list(samples), recorded_as=name)
+        timing = Timing(samples=list(samples), recorded_as=name, warnings=list(warnings))
         self.record(name, timing.median, unit=unit, better="lower", samples=list(samples))
+        self._record.warnings += [f"{name}: {warning}" for warning in warnings]
         return timing
 
     def record_bandwidth(self, name: str, bytes_per_call: float, timing: Timing) -> Metric:
@@ -318,20 +321,22 @@ class Recorder:
         from pytest_hpml.measure.utilization import NvmlSource, ProcessCpuSource, UtilizationSampler
 
         sources: list[Any] = [ProcessCpuSource()]
-        if self.context.device == "cuda":  # pragma: no cover - needs a GPU
+        if self.context.device == "cuda":
             import torch
 
             nvml = NvmlSource.for_device(torch.device("cuda"))
-            if nvml is None:
-                self._record.warnings.append("utilization: nvidia-ml-py is not installed (or "
-                                             "NVML did not start): GPU utilization not sampled")
+            if isinstance(nvml, str):
+                self._record.warnings.append(f"utilization: GPU not sampled: {nvml}")
             else:
                 sources.insert(0, nvml)
+                self._record.warnings += [f"utilization: {why}" for why in nvml.unread]
         sampler = UtilizationSampler(sources, interval)
         try:
             with sampler:
                 yield sampler
         finally:
+            for source in sources:
+                getattr(source, "close", lambda: None)()
             self.setting("sample_interval", interval, unit="s")
             for name, values in sampler.values.items():
                 if values:

@@ -6,6 +6,7 @@ In-process pytester runs are used where possible: a subprocess pays the torch im
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,3 +182,182 @@ def judged(*current: Measured, base: dict[str, Measured], tolerance: float = 0.1
             record.replicates[m.name] = m.replicates()
     engine.judge(record, {k: v.stored() for k, v in base.items()}, Rules(tolerance))
     return record
+class HostBoundGpu:
+    """A GPU stream against the host's clock, for the busy-wait: work starts no earlier than
+    the host queues it, so an idle GPU stamps an event the moment the host records it and a
+    sample then times the host's launch path; the spin kernel counts SM clock cycles, at
+    `idle_mhz` until the GPU has been busy `ramp_ms`, then at `loaded_mhz` (which a test may
+    raise: a boost after the busy-wait was calibrated). Times in ms; `now()` is the host's
+    clock in seconds, for CudaClock."""
+
+    def __init__(self, idle_mhz: float = 400.0, loaded_mhz: float = 1600.0,
+                 ramp_ms: float = 20.0, launch_ms: float = 0.005) -> None:
+        self.idle_mhz, self.loaded_mhz, self.ramp_ms = idle_mhz, loaded_mhz, ramp_ms
+        self.launch_ms = launch_ms  # what each launch or event record costs the host
+        self.host_ms = 0.0
+        self.free_ms = 0.0  # when the GPU is done with what was queued
+        self.busy_since: float | None = None
+        self.synchronized = True
+        self.log: list[str] = []
+        self.spans: list[float] = []  # ms each spin lasted
+
+    def now(self) -> float:
+        return self.host_ms / 1e3
+
+    def host(self, ms: float) -> None:
+        """Host work (Python, the framework's launch path) before the next launch."""
+        self.host_ms += ms
+
+    def mhz(self, at_ms: float) -> float:
+        ramped = self.busy_since is not None and at_ms - self.busy_since >= self.ramp_ms
+        return self.loaded_mhz if ramped else self.idle_mhz
+
+    def _queue(self, name: str, duration: Callable[[float], float]) -> float:
+        self.host_ms += self.launch_ms
+        start = max(self.free_ms, self.host_ms)
+        if self.busy_since is None:
+            self.busy_since = start
+        length = duration(start)
+        self.free_ms = start + length
+        self.synchronized = False
+        self.log.append(name)
+        return length
+
+    def kernel(self, name: str, ms: float) -> None:
+        self._queue(name, lambda start: ms)
+
+    def spin(self, cycles: int) -> None:
+        """torch.cuda._sleep: `cycles` SM clock cycles (MHz = cycles per microsecond)."""
+        self.spans.append(self._queue("spin", lambda start: cycles / self.mhz(start) / 1e3))
+
+    def event(self) -> HostBoundEvent:
+        return HostBoundEvent(self)
+
+    def synchronize(self) -> None:
+        self.host_ms = max(self.host_ms, self.free_ms)
+        self.synchronized = True
+        self.log.append("sync")
+
+
+class HostBoundEvent:
+    def __init__(self, gpu: HostBoundGpu) -> None:
+        self.gpu = gpu
+        self.at: float | None = None
+
+    def record(self) -> None:
+        gpu = self.gpu
+        gpu.host_ms += gpu.launch_ms
+        self.at = max(gpu.free_ms, gpu.host_ms)  # stamped when the GPU reaches it
+        gpu.log.append("record")
+
+    def elapsed_time(self, end: HostBoundEvent) -> float:
+        if not self.gpu.synchronized:
+            raise RuntimeError("elapsed_time before synchronize")
+        assert self.at is not None and end.at is not None
+        return end.at - self.at
+
+
+# -- NVML in miniature ---------------------------------------------------------------------------
+
+class NvmlNotFound(Exception):
+    """NVMLError_NotFound / NVMLError_NotSupported in the fake."""
+
+
+class NvmlMachine:
+    """nvidia-ml-py on a machine of whole GPUs, some split into MIG instances: what discovery,
+    the handle lookup, the SM clock and the utilization source ask of it. NVML counts its starts
+    (`starts` - `shutdowns` is what a caller left open). A MIG instance has its own memory, no
+    clock and (as NVML says of MIG) no utilization of its own.
+
+        NvmlMachine({"GPU-a": ["MIG-a1", "MIG-a2"], "GPU-b": []})  # GPU 0 split in two
+    """
+
+    NVML_CLOCK_SM = 1
+    NVML_DEVICE_MIG_ENABLE = 1
+
+    def __init__(self, gpus: dict[str, list[str]], name: str = "NVIDIA H100 80GB HBM3",
+                 start_fails: bool = False) -> None:
+        self.gpus = gpus  # GPU UUID -> the UUIDs of its MIG instances ([]: MIG off)
+        self.name = name
+        self.start_fails = start_fails
+        self.starts = self.shutdowns = 0
+
+    def _gpu_of(self, handle: str) -> str:
+        return next(g for g, instances in self.gpus.items() if handle == g or handle in instances)
+
+    def nvmlInit(self) -> None:
+        if self.start_fails:
+            raise NvmlNotFound("NVML_ERROR_DRIVER_NOT_LOADED")
+        self.starts += 1
+
+    def nvmlShutdown(self) -> None:
+        self.shutdowns += 1
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        return list(self.gpus)[index]
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
+        if uuid in self.gpus or any(uuid in m for m in self.gpus.values()):
+            return uuid
+        raise NvmlNotFound(f"NVML_ERROR_NOT_FOUND: {uuid}")
+
+    def nvmlDeviceGetUUID(self, handle: str) -> str:
+        return handle
+
+    def nvmlDeviceGetName(self, handle: str) -> str:
+        return self.name
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "575.51.03"
+
+    def nvmlDeviceGetMigMode(self, handle: str) -> tuple[int, int]:
+        mode = int(bool(self.gpus[handle]))
+        return mode, mode
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: str) -> int:
+        return 7 if self.gpus[handle] else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: str, index: int) -> str:
+        instances = self.gpus[handle]
+        if index >= len(instances):
+            raise NvmlNotFound("NVML_ERROR_NOT_FOUND: no MIG device in this slot")
+        return instances[index]
+
+    def nvmlDeviceIsMigDeviceHandle(self, handle: str) -> bool:
+        return handle not in self.gpus
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: str) -> str:
+        return self._gpu_of(handle)
+
+    def nvmlDeviceGetUtilizationRates(self, handle: str) -> Any:
+        if handle not in self.gpus:
+            raise NvmlNotFound("NVML_ERROR_NOT_SUPPORTED: utilization of a MIG instance")
+        return _Rates(gpu=87, memory=41)
+
+    def nvmlDeviceGetMemoryInfo(self, handle: str) -> Any:
+        return _Memory(used=(10 if handle in self.gpus else 3) * 2**30)
+
+    def nvmlDeviceGetDefaultApplicationsClock(self, handle: str, kind: int) -> int:
+        return 1755
+
+    def nvmlDeviceGetMaxClockInfo(self, handle: str, kind: int) -> int:
+        return 1980
+
+    def nvmlDeviceGetClockInfo(self, handle: str, kind: int) -> int:
+        if handle not in self.gpus:
+            raise NvmlNotFound("NVML_ERROR_NOT_SUPPORTED: a MIG instance has no clock of its own")
+        return 1650
+
+
+@dataclass
+class _Rates:
+    gpu: int
+    memory: int
+
+
+@dataclass
+class _Memory:
+    used: int

@@ -338,3 +338,49 @@ def test_confirmation_reruns_keep_the_runs_plugin_choices(pytester: pytest.Pytes
     given = ["-q", "-p", "no:benchmark", "-pno:cacheprovider", "-p", "xdist", "--pdb"]
     config = pytester.parseconfig(*given)
     assert rerun.arguments(config, Path("spec.json"), Path("fresh"))[:len(given)] == given
+
+
+#: A closure over GPU work: CUDA started in the process, nothing in the call's arguments says
+#: so. torch.cuda's two calls are faked, so the wall clock's synchronize runs here.
+CLOSURE_CONFTEST = """
+    import pytest
+    import torch
+
+    CALLS = []
+
+
+    @pytest.fixture(autouse=True)
+    def cuda_started(monkeypatch):
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: CALLS.append("sync"))
+"""
+
+CLOSURE_TEST = """
+    from conftest import CALLS
+
+
+    def step():
+        CALLS.append("step")
+        return 7
+
+
+    def test_closure(benchmark):
+        assert benchmark(step) == 7
+        assert CALLS[:4] == ["step", "sync", "step", "sync"]
+        assert CALLS.count("step") == CALLS.count("sync") > 10
+
+
+    def test_pedantic_closure(benchmark):
+        CALLS.clear()
+        assert benchmark.pedantic(step, rounds=3, warmup_rounds=1) == 7
+        assert CALLS == ["step", "sync"] * 4
+"""
+
+
+def test_a_closure_over_gpu_work_is_synchronized_after_each_call(pytester: pytest.Pytester
+                                                                 ) -> None:
+    pytester.makeconftest(CLOSURE_CONFTEST)
+    pytester.makepyfile(test_closure=CLOSURE_TEST)
+    result, document = run_with_json(pytester, "-p", "no:benchmark")
+    result.assert_outcomes(passed=2)
+    assert all(metrics["time"]["value"] > 0 for metrics in metrics_by_test(document).values())

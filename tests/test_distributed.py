@@ -276,3 +276,60 @@ def test_same_code_runs_unchanged_under_torchrun(tmp_path):
     for rank in (0, 1):
         line = (tmp_path / f"result-{rank}.txt").read_text()
         assert line == "[0, 1] [[3.0, 3.0, 3.0, 3.0], [3.0, 3.0, 3.0, 3.0]]", line
+
+
+class FakeCuda:
+    """torch.cuda's two calls a rank makes to take its GPU."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.current: int | None = None
+
+    def device_count(self) -> int:
+        return self.count
+
+    def set_device(self, index: int) -> None:
+        self.current = index
+
+
+def test_each_rank_takes_its_own_gpu_and_gloo_ranks_may_share() -> None:
+    from pytest_hpml.distributed.limits import set_rank_gpu
+
+    cuda = FakeCuda(2)
+    assert [set_rank_gpu(rank, share=True, cuda=cuda) for rank in range(3)] == [0, 1, 0]
+    assert cuda.current == 0
+    assert set_rank_gpu(1, share=False, cuda=cuda) == 1 and cuda.current == 1
+
+
+def test_a_torchrun_rank_past_the_gpus_is_told_what_to_start() -> None:
+    from pytest_hpml.distributed.limits import set_rank_gpu
+
+    cuda = FakeCuda(2)
+    with pytest.raises(DistributedError, match=r"local rank 3 has no GPU of its own: 2 GPU\(s\) "
+                                               r"are visible.*--nproc_per_node 2"):
+        set_rank_gpu(3, share=False, cuda=cuda)
+    assert cuda.current is None  # nothing was taken
+    with pytest.raises(DistributedError, match="sees no GPU"):
+        set_rank_gpu(0, share=True, cuda=FakeCuda(0))
+
+
+def test_a_torchrun_rank_on_cuda_takes_the_gpu_of_its_local_rank(monkeypatch) -> None:
+    # Under torchrun (RANK, WORLD_SIZE set), one rank of two on GPU LOCAL_RANK; the process
+    # group and the collective are faked: no second process, no GPU.
+    from pytest_hpml.distributed import launcher
+
+    cuda = FakeCuda(2)
+    monkeypatch.setattr(torch.cuda, "device_count", cuda.device_count)
+    monkeypatch.setattr(torch.cuda, "set_device", cuda.set_device)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    calls = []
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, timeout: calls.append(backend))
+    monkeypatch.setattr(dist, "get_rank", lambda: 1)
+    monkeypatch.setattr(dist, "all_gather_object", lambda out, obj: out.__setitem__(1, obj))
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: calls.append("destroyed"))
+    gathered = launcher._run_under_torchrun(lambda rank, size: rank * 10, 2, "nccl", "cuda",
+                                            60.0, (), {})
+    assert cuda.current == 1 and calls == ["nccl", "destroyed"] and gathered[1] == 10

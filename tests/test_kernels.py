@@ -171,3 +171,57 @@ def test_compile_kernel_records_resources_for_each_target(pytester: pytest.Pytes
     metrics = metrics_by_test(second)["test_user.py::test_scale_compiles[sm_90]"]
     assert "compile_time" not in metrics and metrics["registers"]["value"] == \
         rows["test_user.py::test_scale_compiles[sm_90]"]["registers"]["value"]
+
+
+FMA_MODULE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def axpy_kernel(x_ptr, y_ptr, out_ptr, a, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, a * tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets))
+'''
+
+FMA_TEST = '''
+import os
+
+import torch
+from axpy import axpy_kernel
+
+
+def test_axpy(hpml):
+    x = torch.empty(1024, device="meta")
+    found = hpml.compile_kernel(axpy_kernel, x, x, x, 2.0, target="sm_90", BLOCK=1024)
+    said = getattr(found, "fp_fusion", None)
+    print("fusion", os.environ.get("TRITON_DEFAULT_FP_FUSION"), said, "FFMA",
+          found.count("FFMA"), "FMUL", found.count("FMUL"), "FADD", found.count("FADD"))
+'''
+
+
+@pytest.mark.parametrize("user_says", [None, "1"])
+def test_fp_fusion_is_decided_by_the_run_and_recorded(pytester: pytest.Pytester,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      user_says: str | None) -> None:
+    # a * x + y compiles to one FFMA with Triton's fusion on, to FMUL and FADD with it off. A
+    # run that leaves it to Triton compiled whatever Triton's default was (on in 3.9, off in
+    # 3.10, with a warning meanwhile): the run decides it (off, the interpreter's arithmetic),
+    # a user who set TRITON_DEFAULT_FP_FUSION keeps theirs, and the row says which.
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(pytester.path / "triton-cache"))
+    if user_says is None:
+        monkeypatch.delenv("TRITON_DEFAULT_FP_FUSION", raising=False)
+    else:
+        monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", user_says)
+    pytester.makepyfile(axpy=FMA_MODULE, test_user=FMA_TEST)
+    pytester.syspathinsert()
+    result, document = run_with_json(pytester, "-s")
+    result.assert_outcomes(passed=1)
+    fused = user_says == "1"
+    line = re.search(r"fusion (\S+) (\S+) FFMA (\d+) FMUL (\d+) FADD (\d+)", result.stdout.str())
+    assert line, result.stdout.str()
+    assert line.group(1) == ("1" if fused else "0") and line.group(2) == str(fused)
+    ffma, fmul, fadd = (int(line.group(i)) for i in (3, 4, 5))
+    assert (ffma > 0) is fused and (fmul > 0 and fadd > 0) is not fused
+    metrics = metrics_by_test(document)["test_user.py::test_axpy"]
+    assert metrics["fp_fusion"]["kind"] == "setting" and metrics["fp_fusion"]["value"] == fused

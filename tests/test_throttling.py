@@ -83,9 +83,9 @@ def test_measure_gives_the_clock_the_time_left_under_the_cap() -> None:
     seen: list[float | None] = []
 
     class Recording(CudaClock):
-        def run(self, fn, count, inner, *, time_left=None):
+        def run(self, fn, count, inner, *, time_left=None, warmup=False):
             seen.append(time_left)
-            return super().run(fn, count, inner, time_left=time_left)
+            return super().run(fn, count, inner, time_left=time_left, warmup=warmup)
 
     clock = Recording(gpu.event, gpu.synchronize, sm_clock=lambda: (1000.0, DEFAULT_MHZ),
                       now=lambda: gpu.now_ms / 1e3)
@@ -112,7 +112,7 @@ class FailingNvml:
 
 
 def test_an_nvml_error_turns_the_throttle_check_off_with_one_warning() -> None:
-    from pytest_hpml.machine.gpus import SmClock
+    from pytest_hpml.machine.nvml import SmClock
 
     reader = SmClock(FailingNvml(), handle="gpu0")
     gpu = FakeGpu()
@@ -127,3 +127,64 @@ def test_an_nvml_error_turns_the_throttle_check_off_with_one_warning() -> None:
     second = CudaClock(gpu.event, gpu.synchronize, sm_clock=reader)
     second.run(lambda: gpu.kernel("fn", 1.0), count=3, inner=1, time_left=1.0)
     assert second.warnings() == []  # said once per GPU, not in every timing
+
+
+# -- as a user meets it: hpml.time on a CUDA test, the GPU a fake --------------------------------
+
+FAKE_GPU_CONFTEST = '''
+import pytest
+from hpml_testing import FakeGpu
+
+from pytest_hpml.measure import clocks
+
+GPU = FakeGpu()
+DEFAULT_MHZ = 1755.0
+
+
+@pytest.fixture(autouse=True)
+def fake_cuda_clock(monkeypatch):
+    # Each test starts on an idle GPU: at its idle clock until it has run more than the
+    # warm-up's one call, at its default clock from then on.
+    before = GPU.log.count("fn")
+
+    def sm_clock():
+        return (345.0 if GPU.log.count("fn") - before <= 1 else DEFAULT_MHZ), DEFAULT_MHZ
+
+    def cuda_clock(device, cold_l2):
+        return clocks.CudaClock(GPU.event, GPU.synchronize, device=str(device),
+                                sm_clock=sm_clock, now=lambda: GPU.now_ms / 1e3)
+
+    monkeypatch.setattr(clocks, "_cuda_clock", cuda_clock)
+'''
+
+FAKE_GPU_TEST = '''
+import pytest
+from conftest import GPU
+
+
+@pytest.mark.parametrize("device", ["cuda"])
+def test_kernel(hpml, device):
+    timing = hpml.time(lambda: GPU.kernel("fn", 1.0))
+    assert timing.n >= 10 and timing.samples == [pytest.approx(1e-3)] * timing.n
+
+
+@pytest.mark.parametrize("device", ["cuda"])
+def test_pedantic(benchmark, device):
+    benchmark.pedantic(GPU.kernel, args=("fn", 1.0), rounds=5, warmup_rounds=1)
+    assert benchmark.stats.stats.median == pytest.approx(1e-3)
+'''
+
+
+def test_an_idle_clock_read_during_the_warm_up_is_no_throttled_sample(
+        pytester: pytest.Pytester) -> None:
+    from hpml_testing import run_with_json
+
+    pytester.makeconftest(FAKE_GPU_CONFTEST)
+    pytester.makepyfile(test_user=FAKE_GPU_TEST)
+    result, document = run_with_json(pytester, "-p", "no:benchmark")
+    result.assert_outcomes(passed=2)
+    assert len(document["records"]) == 2
+    for record in document["records"]:
+        # Every sample was taken at the default clock: nothing was throttled, kept or measured
+        # again (hpml.time's warm-up call, benchmark.pedantic's warmup_rounds).
+        assert not [w for w in record["warnings"] if "SM clock" in w], record["warnings"]

@@ -23,6 +23,7 @@ from pytest_hpml.distributed.limits import (
     DistributedError,
     DistributedTimeout,
     choose_backend,
+    set_rank_gpu,
     under_torchrun,
     validate_world_size,
     wants_cuda,
@@ -145,10 +146,10 @@ def _run_under_torchrun(fn: Callable[..., Any], world_size: int, backend: str | 
         )
     owns_group = not dist.is_initialized()
     if owns_group:
+        backend = backend or choose_backend(world_size, device)
         if wants_cuda(device):
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group(backend or choose_backend(world_size, device),
-                                timeout=datetime.timedelta(seconds=timeout))
+            set_rank_gpu(int(os.environ.get("LOCAL_RANK", "0")), share=backend != "nccl")
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     try:
         result = fn(dist.get_rank(), world_size, *args, **kwargs)
         gathered: list[Any] = [None] * world_size

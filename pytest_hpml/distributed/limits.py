@@ -4,6 +4,7 @@ and the errors a run ends with. Checked before any process starts."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -90,6 +91,24 @@ def validate_world_size(world_size: int, backend: str) -> None:
             hint = (f"gloo allows at most {GLOO_RANKS_PER_CORE} ranks per CPU core "
                     f"({os.cpu_count()} cores here); use at most {limit} ranks")
         raise ValueError(f"cannot run {world_size} ranks on this machine: {hint}")
+
+
+def set_rank_gpu(local_rank: int, share: bool, cuda: Any = torch.cuda) -> int:
+    """Make a GPU this rank's current CUDA device and return its index: GPU `local_rank`, or,
+    where ranks may share GPUs (gloo), `local_rank` modulo the GPUs visible. nccl needs a GPU
+    of its own per rank: a rank past the visible GPUs is an error that says what to start."""
+    count = cuda.device_count()
+    if count < 1:
+        raise DistributedError(f"rank {local_rank} computes on CUDA but sees no GPU "
+                               f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+    if local_rank >= count and not share:
+        raise DistributedError(
+            f"local rank {local_rank} has no GPU of its own: {count} GPU(s) are visible to this "
+            f"process; start torchrun with --nproc_per_node {count} (or fewer), or use "
+            "backend='gloo'", rank=local_rank)
+    index = local_rank % count
+    cuda.set_device(index)
+    return index
 
 
 def rank_device(device: str | torch.device | None = None) -> torch.device:

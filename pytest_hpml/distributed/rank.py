@@ -17,7 +17,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as torch_mp
 
-from pytest_hpml.distributed.limits import COLLECTIVE_TIMEOUT_MARGIN, wants_cuda
+from pytest_hpml.distributed.limits import (
+    COLLECTIVE_TIMEOUT_MARGIN,
+    set_rank_gpu,
+    wants_cuda,
+)
 from pytest_hpml.machine import forkserver
 
 
@@ -109,8 +113,8 @@ def rank_main(rank: int, world_size: int, backend: str, port: int, timeout: floa
                       WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                       LOCAL_WORLD_SIZE=str(world_size))
     try:
-        if wants_cuda(device):
-            torch.cuda.set_device(rank % torch.cuda.device_count())
+        if wants_cuda(device):  # gloo ranks may share GPUs; nccl's were checked to fit
+            set_rank_gpu(rank, share=True)
         else:
             # N CPU ranks share the cores (torchrun sets OMP_NUM_THREADS=1 for the same reason):
             # N full-size thread pools would oversubscribe them and distort every timing.

@@ -25,7 +25,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-#: Where the controller leaves its finding for xdist workers: "<count>|<conclusive>|<how>".
+#: Where the controller leaves its finding for xdist workers:
+#: "<count>|<conclusive>|<CUDA devices, comma-separated>|<how>".
 DISCOVERY_ENV = "PYTEST_HPML_GPUS"
 #: Device nodes an NVIDIA (or ROCm, or WSL) GPU shows in a container or host.
 GPU_DEVICE_NODES = ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
@@ -108,6 +109,7 @@ class GpuListing:
     index: int
     name: str
     mig_profiles: list[str] = field(default_factory=list)
+    mig_uuids: list[str] = field(default_factory=list)
 
     @property
     def model(self) -> str:
@@ -128,9 +130,11 @@ def parse_gpu_list(stdout: str) -> list[GpuListing]:
         if gpu:
             gpus.append(GpuListing(int(gpu.group(1)), gpu.group(2).strip()))
             continue
-        mig = re.match(r"^\s+MIG (\S+)\s+Device\s+\d+:", line)
+        mig = re.match(r"^\s+MIG (\S+)\s+Device\s+\d+:(?: \(UUID: ([^)]*)\))?", line)
         if mig and gpus:
             gpus[-1].mig_profiles.append(mig.group(1))
+            if mig.group(2):
+                gpus[-1].mig_uuids.append(mig.group(2).strip())
     return gpus
 
 
@@ -153,26 +157,59 @@ def nvml_facts(pynvml: Any) -> tuple[list[str], str | None]:
         return names, _text(pynvml.nvmlSystemGetDriverVersion()).strip() or None
 
 
+def mig_devices(per_gpu: Sequence[Sequence[str] | None]) -> tuple[str, ...]:
+    """The CUDA devices of a machine whose GPUs are split into MIG instances: each instance by
+    its UUID (as CUDA_VISIBLE_DEVICES names it), each whole GPU by its index, a GPU in MIG mode
+    without instances not at all (CUDA cannot run on it); () where no GPU is split (the
+    indices are meant). `per_gpu`: each GPU's MIG UUIDs, None for a GPU not in MIG mode."""
+    if all(uuids is None for uuids in per_gpu):
+        return ()
+    return tuple(device for index, uuids in enumerate(per_gpu)
+                 for device in (uuids if uuids is not None else [str(index)]))
+
+
+def nvml_mig_uuids(pynvml: Any, handle: Any) -> list[str] | None:
+    """The UUIDs of a GPU's MIG instances through a started NVML; None when it is not in MIG
+    mode (or has no MIG at all)."""
+    try:
+        current, _ = pynvml.nvmlDeviceGetMigMode(handle)
+    except Exception:  # NVML_ERROR_NOT_SUPPORTED: a GPU without MIG
+        return None
+    if current != getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1):
+        return None
+    uuids = []
+    for slot in range(int(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle))):
+        try:
+            instance = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+        except Exception:  # NVML_ERROR_NOT_FOUND: an empty slot
+            continue
+        uuids.append(_text(pynvml.nvmlDeviceGetUUID(instance)))
+    return uuids
+
+
 # -- how many GPUs -------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class GpuDiscovery:
     """How many GPUs the machine has and how that was found out. `conclusive` is False when
-    every method failed (a timeout, a crash): then a GPU may well be present."""
+    every method failed (a timeout, a crash): then a GPU may well be present. `devices`: the
+    CUDA devices where a GPU is split into MIG instances (mig_devices); () for GPU indices."""
 
     count: int
     method: str
     conclusive: bool = True
+    devices: tuple[str, ...] = ()
 
     def encode(self) -> str:
-        return f"{self.count}|{int(self.conclusive)}|{self.method}"
+        return f"{self.count}|{int(self.conclusive)}|{','.join(self.devices)}|{self.method}"
 
     @classmethod
     def decode(cls, text: str) -> GpuDiscovery | None:
-        parts = text.split("|", 2)
-        if len(parts) != 3 or not parts[0].isdigit():
+        parts = text.split("|", 3)
+        if len(parts) != 4 or not parts[0].isdigit():
             return None
-        return cls(int(parts[0]), parts[2], parts[1] == "1")
+        devices = tuple(d for d in parts[2].split(",") if d)
+        return cls(int(parts[0]), parts[3], parts[1] == "1", devices)
 
 
 def count_with_nvml(module: Callable[[], Any] = nvml_module) -> int | None:
@@ -191,6 +228,25 @@ def count_with_nvidia_smi(listing: Callable[[], str | None] = gpu_listing) -> in
     return None if out is None else len(parse_gpu_list(out))
 
 
+def devices_with_nvml(module: Callable[[], Any] = nvml_module) -> tuple[str, ...]:
+    """The machine's CUDA devices by NVML where a GPU is split into MIG instances, else ()."""
+    pynvml = module()
+    if pynvml is None:
+        return ()
+    try:
+        with nvml_session(pynvml):
+            return mig_devices([nvml_mig_uuids(pynvml, pynvml.nvmlDeviceGetHandleByIndex(i))
+                                for i in range(int(pynvml.nvmlDeviceGetCount()))])
+    except Exception:  # NVML that cannot list its GPUs: whole GPUs by index
+        return ()
+
+
+def devices_with_nvidia_smi(listing: Callable[[], str | None] = gpu_listing) -> tuple[str, ...]:
+    """The machine's CUDA devices by `nvidia-smi -L` where a GPU lists MIG instances, else ()."""
+    out = listing()
+    return mig_devices([g.mig_uuids or None for g in parse_gpu_list(out)]) if out else ()
+
+
 def count_with_torch_subprocess(run: Run = subprocess.run,
                                 environ: Mapping[str, str] | None = None) -> int | None:
     """torch.cuda.device_count() in a child process; None when it fails."""
@@ -201,13 +257,18 @@ def count_with_torch_subprocess(run: Run = subprocess.run,
 def discover(nvml: Callable[[], int | None] = count_with_nvml,
              smi: Callable[[], int | None] = count_with_nvidia_smi,
              torch_probe: Callable[[], int | None] = count_with_torch_subprocess,
-             device_nodes: Callable[[], bool] | None = None) -> GpuDiscovery:
+             device_nodes: Callable[[], bool] | None = None,
+             devices: Mapping[str, Callable[[], tuple[str, ...]]] | None = None
+             ) -> GpuDiscovery:
     """The first method that answers: nvidia-ml-py, nvidia-smi, then torch in a subprocess
-    (skipped when the machine has no GPU device node at all, which costs nothing to see)."""
+    (skipped when the machine has no GPU device node at all, which costs nothing to see). The
+    tool that counted the GPUs lists their MIG instances (`devices`, by method name)."""
+    listers = {"nvidia-ml-py": devices_with_nvml, "nvidia-smi": devices_with_nvidia_smi,
+               **(devices or {})}
     for method, probe in (("nvidia-ml-py", nvml), ("nvidia-smi", smi)):
         found = probe()
         if found is not None:
-            return GpuDiscovery(found, method)
+            return GpuDiscovery(found, method, devices=listers[method]() if found else ())
     has_nodes = device_nodes() if device_nodes else any(Path(p).exists() for p in GPU_DEVICE_NODES)
     if not has_nodes:
         return GpuDiscovery(0, "no GPU device node (/dev/nvidia*), no nvidia-smi")
@@ -234,6 +295,21 @@ def physical_gpu_count() -> int:
     return discovery().count
 
 
+def cuda_devices() -> list[str]:
+    """What CUDA_VISIBLE_DEVICES may name on this machine, one entry per device a process can
+    be given: each MIG instance of a split GPU by its UUID, each whole GPU by its index."""
+    found = discovery()
+    return list(found.devices) or [str(i) for i in range(found.count)]
+
+
+def enumerated(entries: Sequence[str], physical: int) -> int:
+    """The CUDA devices a process sees among `entries`: whole GPUs (at most the machine's),
+    and one MIG instance at most ("a single CUDA process can only enumerate a single MIG
+    device", NVIDIA's MIG user guide)."""
+    whole = [e for e in entries if not e.startswith("MIG-")]
+    return min(len(whole), physical) + min(1, len(entries) - len(whole))
+
+
 def visible_entries(visible: str | None, physical: int) -> list[str] | None:
     """The GPUs CUDA_VISIBLE_DEVICES names, read as CUDA reads it: entries up to the first
     invalid one ("0,-1,1" is one GPU; "0,7" on a 2-GPU machine is one GPU). None: not set."""
@@ -256,7 +332,7 @@ def visible_gpu_count(environ: Mapping[str, str] | None = None) -> int:
     environ = os.environ if environ is None else environ
     physical = physical_gpu_count()
     entries = visible_entries(environ.get("CUDA_VISIBLE_DEVICES"), physical)
-    return physical if entries is None else min(len(entries), physical)
+    return enumerated(cuda_devices() if entries is None else entries, physical)
 
 
 def cuda_usable() -> bool:
@@ -304,97 +380,3 @@ def gpu_facts(count: Callable[[], int] | None = None,
         query = (smi or nvidia_smi)(["--query-gpu=driver_version", "--format=csv,noheader"])
         facts["driver"] = parse_driver_version(query) if query else None
     return facts
-
-
-# -- one GPU through NVML ------------------------------------------------------------------------
-
-def nvml_lookup(pynvml: Any, uuid: str | None, index: int) -> tuple[Any, Any]:
-    """(handle, whole-GPU handle) of a CUDA device in a started NVML, by UUID (so that
-    CUDA_VISIBLE_DEVICES pinning holds), by index where torch has none. torch gives the UUID
-    without NVML's prefix: "GPU-" for a GPU, "MIG-" for a MIG instance, tried in that order. A
-    MIG instance's clocks are its GPU's. Raises LookupError naming what was tried."""
-    if uuid is None:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-    else:
-        text = str(uuid)
-        tried = [text] if text.startswith(("GPU-", "MIG-")) else [f"GPU-{text}", f"MIG-{text}"]
-        for candidate in tried:
-            with contextlib.suppress(Exception):  # NVMLError_NotFound: try the next form
-                handle = pynvml.nvmlDeviceGetHandleByUUID(candidate)
-                break
-        else:
-            raise LookupError(f"NVML has no device with UUID {' or '.join(tried)}")
-    is_mig = getattr(pynvml, "nvmlDeviceIsMigDeviceHandle", None)
-    if is_mig is not None and is_mig(handle):
-        return handle, pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle)
-    return handle, handle
-
-
-def nvml_device(device: Any) -> tuple[Any, Any, Any] | str:  # pragma: no cover - needs a GPU
-    """(nvml, handle, whole-GPU handle) of a torch CUDA device, NVML left started for the
-    handles' life; or, as text, why there is none."""
-    pynvml = nvml_module()
-    if pynvml is None:
-        return "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
-    try:
-        import torch
-
-        pynvml.nvmlInit()
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
-        handle, gpu = nvml_lookup(pynvml, uuid, index)
-    except Exception as exc:  # no driver access (a container, vGPU), a lookup that failed
-        return f"NVML found no handle for {device} ({type(exc).__name__}: {exc})"
-    return pynvml, handle, gpu
-
-
-class SmClock:
-    """A GPU's SM clock through NVML, beside the clock it is judged against: the default
-    applications clock, else the maximum. Every NVML call is guarded: an error (vGPU, a
-    container without NVML access) turns the reading off, its reason told once, not raised."""
-
-    def __init__(self, pynvml: Any | None, handle: Any | None, problem: str | None = None) -> None:
-        self._nvml, self._handle = pynvml, handle
-        self.problem = problem
-        self._told = False
-        self.reference: float | None = None
-        if problem is None:
-            self.reference = self._guarded(self._reference)
-
-    def _reference(self) -> float:
-        nvml, handle = self._nvml, self._handle
-        try:
-            return float(nvml.nvmlDeviceGetDefaultApplicationsClock(handle, nvml.NVML_CLOCK_SM))
-        except Exception:  # a GPU without applications clocks
-            return float(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM))
-
-    def _guarded(self, read: Callable[[], float]) -> float | None:
-        try:
-            return read()
-        except Exception as exc:
-            self.problem = f"NVML could not read the SM clock ({type(exc).__name__}: {exc})"
-            return None
-
-    def __call__(self) -> tuple[float, float] | None:
-        """(current, reference) SM clock in MHz; None once NVML cannot say."""
-        nvml = self._nvml
-        current = None if self.problem else self._guarded(
-            lambda: float(nvml.nvmlDeviceGetClockInfo(self._handle, nvml.NVML_CLOCK_SM)))
-        return None if current is None else (current, self.reference)
-
-    def take_problem(self) -> str | None:
-        """Why the clock is not read, the first time this is asked (one warning per GPU)."""
-        if self.problem is None or self._told:
-            return None
-        self._told = True
-        return self.problem
-
-
-@cache
-def sm_clock(device: Any) -> SmClock:  # pragma: no cover - needs a GPU
-    """The SM clock reader of a torch CUDA device, one per device and process."""
-    found = nvml_device(device)
-    if isinstance(found, str):
-        return SmClock(None, None, problem=found)
-    pynvml, _, gpu = found
-    return SmClock(pynvml, gpu)

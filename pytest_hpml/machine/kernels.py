@@ -147,6 +147,7 @@ class KernelResources:
     opcodes: Mapping[str, int]  # SASS mnemonic -> count
     compile_seconds: float | None  # None: Triton's cache had it, so nothing was compiled
     signature: Mapping[str, str] = field(default_factory=dict)  # as Triton's launcher built it
+    fp_fusion: bool | None = None  # a * b + c contracted into FMAs (None: not said)
 
     @property
     def spill_bytes(self) -> int:
@@ -187,6 +188,8 @@ class KernelResources:
                     Figure("num_stages", self.num_stages, "", None, "setting"),
                     Figure("shared_memory_limit", self.target.max_shared_per_block, "B", None,
                            "setting")]
+        if self.fp_fusion is not None:
+            settings.append(Figure("fp_fusion", int(self.fp_fusion), "", None, "setting"))
         measured = ([Figure("compile_time", self.compile_seconds, "s", "lower", "measured")]
                     if self.compile_seconds is not None else [])
         return exact + measured + settings
@@ -231,9 +234,12 @@ def specialize(kernel: Any, args: tuple, kwargs: Mapping[str, Any],
         raise ValueError(f"{jit.fn.__qualname__}: compile_kernel compiles kernels defined at "
                          "a module's top level (it imports them in a fresh process)")
     backend = make_backend(GPUTarget("cuda", target.capability, 32))
-    # What JITFunction.run adds to the keyword arguments before it binds them.
+    # What JITFunction.run adds to the keyword arguments before it binds them; FP fusion said
+    # as the launch says it, else as the run decided it (devices.decide_triton_fp_fusion), read
+    # here so that the compiling process cannot decide otherwise.
     options = {**kwargs, "debug": kwargs.get("debug", jit.debug) or triton.knobs.runtime.debug,
-               "instrumentation_mode": triton.knobs.compilation.instrumentation_mode}
+               "instrumentation_mode": triton.knobs.compilation.instrumentation_mode,
+               "enable_fp_fusion": kwargs.get("enable_fp_fusion", default_fp_fusion())}
     binder = create_function_from_signature(jit.signature, jit.params, backend)
     bound, specialization, bound_options = binder(*args, **options)
     parsed, signature, constexprs, attrs = jit._pack_args(backend, options, bound, specialization,
@@ -242,6 +248,16 @@ def specialize(kernel: Any, args: tuple, kwargs: Mapping[str, Any],
     return Specialization(module, jit.fn.__qualname__, getattr(sys.modules.get(module), "__file__",
                                                                 None), tuple(sys.path),
                           signature, constexprs, attrs, dict(parsed.__dict__), target.capability)
+
+
+def default_fp_fusion() -> bool:
+    """Whether Triton fuses a * b + c into an FMA in a kernel whose launch does not say: its
+    knobs as a GPU run's launch reads them (TRITON_DEFAULT_FP_FUSION, or Triton's default),
+    without the warning Triton 3.9 gives when the variable is unset."""
+    from triton import knobs
+
+    language = knobs.language
+    return bool(language.default_fp_fusion and not language.force_disable_fp_fusion)
 
 
 def compile_kernel(kernel: Any, args: tuple, kwargs: Mapping[str, Any],
@@ -265,7 +281,8 @@ def compile_kernel(kernel: Any, args: tuple, kwargs: Mapping[str, Any],
     if isinstance(found, str):
         raise RuntimeError(f"{spec.qualname} does not compile for {target}:\n{found}")
     return KernelResources(target=gpu, signature={k: v for k, v in spec.signature.items()
-                                                  if v != "constexpr"}, **found)
+                                                  if v != "constexpr"},
+                           fp_fusion=spec.options.get("enable_fp_fusion"), **found)
 
 
 def compile_specialization(spec: Specialization) -> dict[str, Any] | str:

@@ -2,9 +2,10 @@
 
 The host's wall clock for CPU work (and whole programs that end synchronized with a GPU); CUDA
 events for GPU work, with one synchronize per batch, a GPU busy-wait queued ahead of each batch
-and the SM clock read while the batch runs, to measure throttled batches again while the time
-cap allows. Every clock is built here (`clock_for`); the CUDA clock takes its event API as
-arguments so its logic runs on a CPU with fakes.
+(pytest_hpml.measure.busy_wait) and the SM clock read while the batch runs, to measure again,
+while the time cap allows, the batches that ran throttled or that the host was still queueing
+when their busy-wait ended. Every clock is built here (`clock_for`); the CUDA clock takes its
+event API as arguments so its logic runs on a CPU with fakes.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ ClockKind = Literal["device", "host"]
 class Clock(Protocol):
     """Runs `count` samples of `inner` calls each and returns seconds per call per sample;
     `time_left`: seconds of the measurement's time cap still to spend (a clock that measures
-    some batches again spends no more)."""
+    some batches again spends no more); `warmup`: the calls warm up (compilation, caches, an
+    idle GPU's clocks), so nothing about them is checked or said."""
 
     device: str
 
     def run(self, fn: Callable[[], Any], count: int, inner: int, *,
-            time_left: float | None = None) -> list[float]: ...
+            time_left: float | None = None, warmup: bool = False) -> list[float]: ...
 
 
 @cache
@@ -121,7 +123,7 @@ class CpuClock:
         self.overhead_ns = overhead_ns
 
     def run(self, fn: Callable[[], Any], count: int, inner: int, *,
-            time_left: float | None = None) -> list[float]:
+            time_left: float | None = None, warmup: bool = False) -> list[float]:
         call = as_call(fn)
         now = self._now_ns
         if self.overhead_ns is None:
@@ -180,20 +182,25 @@ class CudaClock:
         self._flush_l2 = flush_l2
         self._busy_wait = busy_wait
         self._now = now
-        # () -> (current, default) SM clock, None when it cannot be read (gpus.SmClock)
+        # () -> (current, default) SM clock, None when it cannot be read (nvml.SmClock)
         self._sm_clock = sm_clock
         self._host_per_sample = self.FIRST_HOST_ESTIMATE
         self.device = device
         self.flushes_l2 = flush_l2 is not None
         self.throttled = 0  # samples measured while the clock was throttled
         self.kept_throttled = 0  # ... and kept: the time cap ran out before a clean batch
+        self.uncovered = 0  # samples queued after their busy-wait had ended
+        self.kept_uncovered = 0  # ... and kept
+        self.host_bound = 0  # ... after the longest busy-wait had ended: kept at once
         self.clocks: list[float] = []  # SM clock while each batch ran
         self._problems: list[str] = []
 
     def run(self, fn: Callable[[], Any], count: int, inner: int, *,
-            time_left: float | None = None) -> list[float]:
+            time_left: float | None = None, warmup: bool = False) -> list[float]:
         """Batches measured while the SM clock was throttled are measured again while
-        `time_left` allows (none without it); past it they are kept, and said so."""
+        `time_left` allows (none without it); past it they are kept, and said so. Warm-up
+        batches are not checked: a timing that starts on an idle GPU reads its idle clock
+        during the warm-up, which is what the warm-up is for."""
         out: list[float] = []
         until = self._now() + (time_left or 0.0)
         while len(out) < count:
@@ -201,12 +208,14 @@ class CudaClock:
             if self._busy_wait is not None:
                 fits = int(self.MAX_BUSY_WAIT / (self.BUSY_WAIT_MARGIN * self._host_per_sample))
                 part = max(1, min(part, fits))
-            samples, throttled = self._run_batch(fn, part, inner)
-            if throttled:
-                self.throttled += len(samples)
+            samples, throttled, uncovered = self._run_batch(fn, part, inner, check=not warmup)
+            if throttled or uncovered:
+                self.throttled += len(samples) if throttled else 0
+                self.uncovered += len(samples) if uncovered else 0
                 if self._now() < until:
                     continue
-                self.kept_throttled += len(samples)
+                self.kept_throttled += len(samples) if throttled else 0
+                self.kept_uncovered += len(samples) if uncovered else 0
             out.extend(samples)
         return out
 
@@ -233,18 +242,36 @@ class CudaClock:
             said.append(f"{self.kept_throttled} sample(s) were taken while the SM clock was "
                         f"{limit} and kept: the time cap ran out first (power or thermal "
                         "limits: let the GPU cool, or check its power cap)")
+        late = "queued after the GPU busy-wait ahead of their batch had ended (they may time " \
+               "the host's launches, not the GPU's work)"
+        if self.uncovered - self.kept_uncovered:
+            said.append(f"{self.uncovered - self.kept_uncovered} sample(s) {late} were measured "
+                        "again")
+        if self.kept_uncovered:
+            said.append(f"{self.kept_uncovered} sample(s) {late} were kept: the time cap ran "
+                        "out first")
+        if self.host_bound:
+            said.append(f"{self.host_bound} sample(s) {late} were kept: the host took longer "
+                        f"to queue them than the longest busy-wait ({self.MAX_BUSY_WAIT:g} s)")
         return said
 
-    def _run_batch(self, fn: Callable[[], Any], count: int,
-                   inner: int) -> tuple[list[float], bool]:
-        """The batch's samples, and whether the SM clock was throttled while it ran."""
+    def _run_batch(self, fn: Callable[[], Any], count: int, inner: int,
+                   check: bool = True) -> tuple[list[float], bool, bool]:
+        """The batch's samples, whether the SM clock was throttled while it ran, and whether
+        the host was still queueing it when its busy-wait ended (neither judged unless
+        `check`)."""
+        began = self._now()
+        wait = None
         if self._busy_wait is not None:
             # Keep the GPU busy while the host queues the whole batch (as nvbench's blocking
             # kernel does): otherwise an idle GPU stamps the start event at once and a short
-            # kernel's sample measures the host's launch path instead of the kernel.
-            self._busy_wait(min(self.MAX_BUSY_WAIT,
-                                self.BUSY_WAIT_MARGIN * count * self._host_per_sample))
-        queued = self._now()
+            # kernel's sample measures the host's launch path instead of the kernel. Events
+            # around it say how long it lasted on the GPU.
+            asked = min(self.MAX_BUSY_WAIT, self.BUSY_WAIT_MARGIN * count * self._host_per_sample)
+            wait = (asked, self._event(), self._event())
+            wait[1].record()
+            self._busy_wait(asked)
+            wait[2].record()
         pairs = []
         for _ in range(count):
             if self._flush_l2 is not None:
@@ -256,32 +283,30 @@ class CudaClock:
                 fn()
             end.record()
             pairs.append((start, end))
-        self._host_per_sample = max((self._now() - queued) / count, 1e-6)
+        done = self._now()
+        # The host's time per sample, the busy-wait's own launch included: what the next
+        # batch's busy-wait must cover.
+        self._host_per_sample = max((done - began) / count, 1e-6)
         # Read while the GPU works through the batch: after the synchronize it is going idle.
-        throttled = self._throttled()
+        throttled = self._throttled() if check else False
         # One host synchronization for the batch: syncing per sample would add launch gaps.
         self._synchronize()
-        return [start.elapsed_time(end) / 1e3 / inner for start, end in pairs], throttled
-
-
-def calibrate_cycles_per_second(event_factory: Callable[[], Any], synchronize: Callable[[], None],
-                                spin: Callable[[int], Any], cycles: int = 10_000_000) -> float:
-    """GPU cycles per second of the spin kernel (torch.cuda._sleep), timed with events.
-
-    torch does not expose the SM clock in its device properties (and CUDA 13 dropped
-    clockRate), and the clock under load differs from the nominal one: measuring the spin
-    itself gives the rate the busy-wait actually runs at.
-    """
-    spin(cycles // 10)  # load the kernel before it is timed
-    start, end = event_factory(), event_factory()
-    start.record()
-    spin(cycles)
-    end.record()
-    synchronize()
-    seconds = start.elapsed_time(end) / 1e3
-    if not seconds > 0:
-        raise RuntimeError("the GPU spin kernel took no measurable time; cannot calibrate")
-    return cycles / seconds
+        uncovered = False
+        if wait is not None:
+            asked, wait_start, wait_end = wait
+            spanned = wait_start.elapsed_time(wait_end) / 1e3
+            # Shorter than asked: the spin ran faster than calibrated, and its rate becomes
+            # the one this spin measured.
+            getattr(self._busy_wait, "observe", lambda *_: None)(asked, spanned)
+            # The GPU began the busy-wait no earlier than `began`: a span shorter than the
+            # host's queueing left the GPU idle before the last samples were queued. Measured
+            # again where a longer busy-wait was possible; past the longest, said and kept.
+            uncovered = check and spanned < done - began
+            if uncovered and asked >= self.MAX_BUSY_WAIT:
+                self.host_bound += count
+                uncovered = False
+        samples = [start.elapsed_time(end) / 1e3 / inner for start, end in pairs]
+        return samples, throttled, uncovered
 
 
 def clock_for(device: Any, kind: ClockKind = "device", cold_l2: bool = False) -> Clock:
@@ -299,7 +324,8 @@ def _cuda_clock(device: Any, cold_l2: bool) -> CudaClock:  # pragma: no cover - 
     """The real CUDA clock. Never run on the development machine (no GPU there)."""
     import torch
 
-    from pytest_hpml.machine.gpus import sm_clock
+    from pytest_hpml.machine.nvml import sm_clock
+    from pytest_hpml.measure.busy_wait import gpu_busy_wait
 
     props = torch.cuda.get_device_properties(device)
     flush = None
@@ -315,19 +341,3 @@ def _cuda_clock(device: Any, cold_l2: bool) -> CudaClock:  # pragma: no cover - 
         busy_wait=gpu_busy_wait(device),
         sm_clock=sm_clock(torch.device(device)),
     )
-
-
-@cache
-def gpu_busy_wait(device: Any = "cuda") -> Callable[[float], None]:  # pragma: no cover - GPU
-    """A function that queues about `seconds` of GPU spinning on the current stream of
-    `device` (torch.cuda._sleep, its cycles per second measured once per device with events),
-    so that work queued behind it starts on a busy GPU: an event recorded after the spin is
-    stamped when the GPU gets to it, not when the host queued it. Never run here (no GPU)."""
-    import torch
-
-    device = torch.device(device)
-    with torch.cuda.device(device):
-        rate = calibrate_cycles_per_second(lambda: torch.cuda.Event(enable_timing=True),
-                                           lambda: torch.cuda.synchronize(device),
-                                           torch.cuda._sleep)
-    return lambda seconds: torch.cuda._sleep(int(seconds * rate))

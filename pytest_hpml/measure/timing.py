@@ -166,7 +166,7 @@ def measure(
 ) -> Timing:
     """Warm up, then sample in batches until the relative standard error or the cap says stop."""
     call = Call(fn, args, kwargs)
-    warm = clock.run(call, config.warmup, 1, time_left=0.0)  # warm-up: nothing measured again
+    warm = clock.run(call, config.warmup, 1, time_left=0.0, warmup=True)
     inner = 1
     samples: list[float] = []
     started = wall_ns()  # choosing the calls per sample is part of the sampling time

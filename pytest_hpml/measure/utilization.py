@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_hpml.machine import gpus
+from pytest_hpml.machine.nvml import nvml_device
 
 
 @dataclass(frozen=True)
@@ -34,27 +34,58 @@ class Source(Protocol):
 
 
 class NvmlSource:
-    """A GPU through NVML: core and memory utilization (%), memory used (B), SM clock (Hz)."""
+    """A GPU, or a MIG instance of one, through NVML: core and memory utilization (%), memory
+    used (B), SM clock (Hz), each read where NVML has it. The memory is the instance's own; the
+    SM clock its GPU's (an instance has none of its own); utilization the instance's, which
+    NVML does not give for a MIG instance: what cannot be read is left out when the source is
+    made, said in `unread`, and the rest is sampled."""
 
-    series = (Series("gpu_util", "%"), Series("gpu_memory_util", "%"),
-              Series("gpu_memory_used", "B"), Series("sm_clock", "Hz"))
+    #: Each NVML reading: the series it gives, and how to read them (nvml, instance, GPU).
+    READINGS: tuple[tuple[tuple[Series, ...], Callable[[Any, Any, Any], tuple[float, ...]]],
+                    ...] = (
+        ((Series("gpu_util", "%"), Series("gpu_memory_util", "%")),
+         lambda nvml, handle, gpu: _rates(nvml.nvmlDeviceGetUtilizationRates(handle))),
+        ((Series("gpu_memory_used", "B"),),
+         lambda nvml, handle, gpu: (float(nvml.nvmlDeviceGetMemoryInfo(handle).used),)),
+        ((Series("sm_clock", "Hz"),),
+         lambda nvml, handle, gpu: (nvml.nvmlDeviceGetClockInfo(gpu, nvml.NVML_CLOCK_SM) * 1e6,)),
+    )
 
-    def __init__(self, handle: Any, nvml: Any) -> None:
+    def __init__(self, handle: Any, nvml: Any, gpu: Any | None = None) -> None:
         self.handle = handle
+        self.gpu = handle if gpu is None else gpu
         self.nvml = nvml
+        self.unread: list[str] = []  # "gpu_util, gpu_memory_util: <NVML's error>"
+        self._readings = []
+        for series, read in self.READINGS:
+            try:
+                read(nvml, self.handle, self.gpu)
+            except Exception as exc:  # noqa: BLE001 - NVML_ERROR_NOT_SUPPORTED on MIG, ...
+                names = ", ".join(s.name for s in series)
+                self.unread.append(f"{names} not sampled ({type(exc).__name__}: {exc})")
+                continue
+            self._readings.append((series, read))
+        self.series = tuple(s for series, _ in self._readings for s in series)
 
     @classmethod
-    def for_device(cls, device: Any) -> NvmlSource | None:  # pragma: no cover - needs a GPU
-        """The source of a torch CUDA device; None without nvidia-ml-py or NVML."""
-        found = gpus.nvml_device(device)
-        return None if isinstance(found, str) else cls(found[1], found[0])
+    def for_device(cls, device: Any) -> NvmlSource | str:
+        """The source of a torch CUDA device; or, as text, why NVML cannot give one."""
+        found = nvml_device(device)
+        return found if isinstance(found, str) else cls(found[1], found[0], found[2])
 
     def read(self) -> tuple[float, ...]:
-        nvml = self.nvml
-        rates = nvml.nvmlDeviceGetUtilizationRates(self.handle)
-        memory = nvml.nvmlDeviceGetMemoryInfo(self.handle)
-        clock_mhz = nvml.nvmlDeviceGetClockInfo(self.handle, nvml.NVML_CLOCK_SM)
-        return (float(rates.gpu), float(rates.memory), float(memory.used), clock_mhz * 1e6)
+        return tuple(v for _, read in self._readings
+                     for v in read(self.nvml, self.handle, self.gpu))
+
+    def close(self) -> None:
+        """Shut down the NVML start that gave this source its handles (NVML counts them)."""
+        nvml, self.nvml = self.nvml, None
+        if nvml is not None:
+            nvml.nvmlShutdown()
+
+
+def _rates(rates: Any) -> tuple[float, float]:
+    return float(rates.gpu), float(rates.memory)
 
 
 def _children(pid: int, proc: Path) -> list[int]:

@@ -70,10 +70,11 @@ class YardstickClock:
         return max(1, min(left, math.ceil(per_yardstick)))
 
     def run(self, fn: Callable[[], Any], count: int, inner: int, *,
-            time_left: float | None = None) -> list[float]:
+            time_left: float | None = None, warmup: bool = False) -> list[float]:
         out: list[float] = []
         while len(out) < count:
-            part = self._clock.run(fn, self._chunk(count - len(out)), inner, time_left=time_left)
+            part = self._clock.run(fn, self._chunk(count - len(out)), inner, time_left=time_left,
+                                   warmup=warmup)
             out += part
             self._sample_seconds = part[-1] * inner
             self.runs.append(self._yardstick.run())

@@ -7,9 +7,11 @@ warpgroups), no floating-point tensor core; no config spills; shared memory fits
 
 Launches: the epilogues the lab uses (int32 out; float scales and bias; int32 bias with the
 fixed-point requantize) at a square size and at the CNN's layers (batch 1024, convolutions as
-im2col GEMMs: K padded to 16 by the integer model, N as the layer has it). Quick: the
-requantize epilogue at the square size and at fc2, the layer whose unaligned K spilled most;
-full: every epilogue at every shape."""
+im2col GEMMs: K padded to 16 by the integer model, N as the layer has it). Full: every
+epilogue at every shape. Quick: every epilogue on both targets at least once: the requantize
+epilogue (the most registers) at the square size, where every tile is a choice, and at fc2, the
+layer whose unaligned K spilled most; the int32 epilogue at conv1 and the float one at fc3, thin
+layers whose one thin tile compiles in seconds."""
 
 from __future__ import annotations
 
@@ -59,8 +61,8 @@ def _config_id(cfg: triton.Config) -> str:
     return f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']}-w{cfg.num_warps}-s{cfg.num_stages}"
 
 
-#: Quick: the requantize epilogue (the most registers: int64 rescale), square and at fc2.
-QUICK = ["square-4096 requantize", "fc2 requantize"]
+#: Quick: each epilogue once at least (the module's docstring says why these shapes).
+QUICK = ["square-4096 requantize", "fc2 requantize", "conv1 int32", "fc3 float"]
 FULL = [f"{shape} {epilogue}" for shape in SHAPES for epilogue in EPILOGUES]
 
 
@@ -91,6 +93,11 @@ def test_every_config_the_autotuner_may_choose_compiles_clean(hpml, monkeypatch,
         if not found.count(integer):
             problems.append(f"{where} has no {integer}")
     assert not problems, f"{gemm} on {target}: " + "; ".join(problems)
+
+
+def test_the_quick_profile_compiles_every_epilogue():
+    assert {gemm.split()[1] for gemm in QUICK} == set(EPILOGUES)
+    assert set(QUICK) <= set(FULL)
 
 
 def test_the_requantize_epilogue_is_what_the_gpu_prune_keys_on(monkeypatch):

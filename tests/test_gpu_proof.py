@@ -1,0 +1,113 @@
+"""tools/gpu_proof.py, the script the first GPU session runs: here, without a GPU, every stage
+is skipped in seconds and says why; its stage selection, and how it judges a pytest stage from
+its exit status and junit XML (a fake pytest stage, run for real)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+from hpml_testing import ROOT, without_gpu
+
+TOOL = ROOT / "tools" / "gpu_proof.py"
+
+
+@cache
+def _tool():
+    """tools/gpu_proof.py as a module (tools/ is no package)."""
+    spec = importlib.util.spec_from_file_location("gpu_proof", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_proof"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@without_gpu
+def test_every_stage_skips_here_and_says_why(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, str(TOOL), "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    stages = [stage.name for stage in _tool().STAGES]
+    assert stages[:2] == ["install", "smoke"] and len(stages) == 11
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [o["stage"] for o in summary] == stages
+    for outcome in summary:
+        assert outcome["outcome"] == "skipped", outcome
+        assert outcome["why"].startswith("no CUDA GPU: torch "), outcome
+        assert json.loads((tmp_path / outcome["stage"] / "outcome.json").read_text()) == outcome
+    table = (tmp_path / "summary.md").read_text()
+    assert "| full-int8_gemm | skipped |" in table and "0 passed, 11 skipped, 0 failed" in table
+    assert "gpu_proof: smoke: skipped (0 s): no CUDA GPU" in out.stdout
+    # A CI job that must have a GPU fails instead.
+    required = subprocess.run([sys.executable, str(TOOL), "--out", str(tmp_path / "again"),
+                               "--stages", "smoke", "--require-gpu"], capture_output=True,
+                              text=True, timeout=300)
+    assert required.returncode == 1
+
+
+def test_stages_are_chosen_by_name_or_prefix() -> None:
+    tool = _tool()
+    assert [s.name for s in tool.selected("install,quick")] == [
+        "install", *(f"quick-{lab}" for lab in tool.LABS)]
+    assert [s.name for s in tool.selected("full-int8")] == ["full-int8_gemm"]
+    with pytest.raises(SystemExit, match="no stage called gpu; the stages: install, smoke"):
+        tool.selected("smoke,gpu")
+    # Within the 45 minutes the brief gives the first GPU session.
+    assert sum(s.budget for s in tool.STAGES) <= 45 * 60
+
+
+FAKE_STAGE = '''
+import pytest
+
+
+def test_ok():
+    pass
+
+
+@pytest.mark.skip(reason="needs what this machine lacks")
+def test_skipped():
+    pass
+
+
+def test_slow():
+    import time
+    time.sleep({sleep})
+'''
+
+
+@pytest.mark.parametrize(("sleep", "budget", "outcome", "why"), [
+    (0, 300, "passed", ""),
+    (60, 5, "failed", "killed at its budget of 5 s"),
+])
+def test_a_pytest_stage_is_judged_by_its_junit_xml_and_its_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sleep, budget, outcome, why) -> None:
+    tool = _tool()
+    (tmp_path / "test_fake.py").write_text(FAKE_STAGE.format(sleep=sleep))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    monkeypatch.setattr(tool, "ROOT", tmp_path)  # the stage runs in this project
+    stage = tool.Stage("fake", budget, "a fake stage", ("test_fake.py",))
+    folder = tmp_path / "out"
+    folder.mkdir()
+    result = tool.run_pytest_stage(stage, folder, budget)
+    assert (result.outcome, result.why) == (outcome, why)
+    if outcome == "passed":
+        assert result.tests == {"passed": 2, "skipped": 1, "failed": 0}
+        assert (folder / "report.md").exists() and "test_fake.py" in (
+            folder / "output.txt").read_text()
+
+
+@without_gpu
+def test_the_smoke_checks_skip_here_with_the_reason(tmp_path: Path) -> None:
+    # The smoke stage's checks are collected and skipped as a user's GPU tests are.
+    out = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "tools" / "gpu_smoke.py"),
+                          "-q", "-rs", "-p", "no:cacheprovider", "--hpml-profile=quick",
+                          f"--rootdir={ROOT}", "-c", str(ROOT / "tox.ini")],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "13 skipped" in out.stdout
+    assert out.stdout.count("needs a CUDA GPU: none was found on this machine") >= 1
