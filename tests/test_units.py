@@ -30,6 +30,10 @@ from pytest_hpml.report.units import format_value, scale_for
     (12.0, "B", "12 B"),
     (8e12, "B/s", "8 TB/s"),
     (0.0, "s", "0 s"),
+    # A rate of things per second (images, steps) takes the prefix too.
+    (5.927e6, "1/s", "5.927 M/s"),
+    (10150.0, "1/s", "10.15 k/s"),
+    (42.5, "1/s", "42.50 1/s"),
 ])
 def test_format_value(value: float, unit: str, text: str) -> None:
     assert format_value(value, unit) == text

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_hpml.report.units import format_number, format_scaled, scale_for
+from pytest_hpml.report.units import format_number, format_scaled, format_value, scale_for
 from pytest_hpml.results import Metric, Record
 
 
@@ -52,8 +52,38 @@ def _column_scale(unit: str, values: list[float]) -> tuple[float, str]:
     return scale_for(unit, statistics.median(finite)) if finite else (1.0, unit)
 
 
+def _shared_scales(columns: list[tuple[str, list[float]]]) -> list[tuple[float, str]]:
+    """Each column's (factor, printed unit), for columns given as (unit, values). Columns of
+    one unit share one scale where it suits every one of them (algbw and busbw both in GB/s,
+    not 0.75 GB/s beside 751 MB/s): each column's median then reads between 0.1 and 10,000;
+    otherwise (a kernel's microseconds beside a program's seconds) each keeps its own."""
+    scales = [_column_scale(unit, values) for unit, values in columns]
+    by_unit: dict[str, list[int]] = {}
+    for i, (unit, _) in enumerate(columns):
+        by_unit.setdefault(unit, []).append(i)
+    for unit, indices in by_unit.items():
+        if len(indices) < 2 or not unit:
+            continue
+        joint = _column_scale(unit, [v for i in indices for v in columns[i][1]])
+        medians = [_median(columns[i][1]) for i in indices]
+        if all(m is None or 0.1 <= m / joint[0] < 1e4 for m in medians):
+            for i in indices:
+                scales[i] = joint
+    return scales
+
+
+def _median(values: list[float]) -> float | None:
+    finite = [abs(v) for v in values if v is not None and math.isfinite(v) and v != 0]
+    return statistics.median(finite) if finite else None
+
+
 def _cell(metric: Metric | None, factor: float) -> str:
-    return "" if metric is None else format_scaled(metric.value, metric.unit, factor, metric.iqr)
+    """A value, and '± IQR' only where its samples have a spread: one sample, or samples that
+    all agree (five runs that all reached the target: 0 not reached), have none to show."""
+    if metric is None:
+        return ""
+    spread = metric.iqr if metric.iqr and math.isfinite(metric.iqr) else None
+    return format_scaled(metric.value, metric.unit, factor, spread)
 
 
 def _header(name: str, unit: str) -> str:
@@ -76,16 +106,14 @@ def wide_table(title: str, records: list[Record]) -> Table:
     params = _unique(k for r in records for k in r.params)
     columns = _metric_columns(records)
     headers = list(params)
-    scales = []
-    for name, unit in columns:
-        factor, shown = _column_scale(unit, [r.metric(name).value for r in records
-                                             if r.metric(name)])
-        scales.append(factor)
+    scales = _shared_scales([(unit, [r.metric(name).value for r in records if r.metric(name)])
+                             for name, unit in columns])
+    for (name, _), (_, shown) in zip(columns, scales, strict=True):
         headers.append(_header(name, shown))
     rows = []
     for r in records:
         row = [r.params.get(p, "") for p in params]
-        row += [_cell(r.metric(name), f) for (name, _), f in zip(columns, scales, strict=True)]
+        row += [_cell(r.metric(name), f) for (name, _), (f, _) in zip(columns, scales, strict=True)]
         rows.append(row)
     return Table(title, headers, rows, notes=_notes(records))
 
@@ -103,16 +131,18 @@ def pivot_tables(title: str, records: list[Record], spec: dict[str, Any]) -> lis
         col_values = _unique(r.params.get(column) for r in subset)
         keys = _unique(tuple(r.params.get(i) for i in index) for r in subset)
         headers = list(index)
-        cells: list[tuple[Any, str, float]] = []
+        groups: list[tuple[Any, str, str, list[float]]] = []
         for value in col_values:
             for name, unit in columns:
                 vals = [r.metric(name).value for r in subset
                         if r.params.get(column) == value and r.metric(name)]
-                if not vals:
-                    continue
-                factor, shown = _column_scale(unit, vals)
-                cells.append((value, name, factor))
-                headers.append(f"{value} {_header(name, shown)}")
+                if vals:
+                    groups.append((value, name, unit, vals))
+        cells: list[tuple[Any, str, float]] = []
+        for (value, name, _, _), (factor, shown) in zip(
+                groups, _shared_scales([(u, v) for _, _, u, v in groups]), strict=True):
+            cells.append((value, name, factor))
+            headers.append(f"{value} {_header(name, shown)}")
         rows = []
         for key in keys:
             row: list[Any] = list(key)
@@ -122,7 +152,9 @@ def pivot_tables(title: str, records: list[Record], spec: dict[str, Any]) -> lis
                 row.append(_cell(match[0].metric(name) if match else None, factor))
             rows.append(row)
         suffix = f" ({split}={part})" if split else ""
-        tables.append(Table(title + suffix, headers, rows, notes=_notes(subset)))
+        shown = {name for name, _ in columns}
+        tables.append(Table(title + suffix, headers, rows,
+                            notes=_settings_notes(subset, shown) + _notes(subset)))
     return tables
 
 
@@ -212,6 +244,26 @@ def comparison_table(records: list[Record], title: str = "Comparison with baseli
     return Table(title,
                  ["experiment", "params", "metric", "baseline", "current", "change", "verdict",
                   "detectable"], rows, notes=notes)
+
+
+def _settings_notes(records: list[Record], shown: set[str]) -> list[str]:
+    """The settings a pivot's columns leave out (a ceiling a % divides by), one line each with
+    their values, so that every figure in the table can be traced to what it was divided by."""
+    values: dict[str, list[Metric]] = {}
+    for r in records:
+        for m in r.metrics:
+            if m.kind == "setting" and m.name not in shown:
+                values.setdefault(m.name, []).append(m)
+    lines = []
+    for name, metrics in values.items():
+        numbers = sorted({m.value for m in metrics})
+        unit = metrics[0].unit
+        if len(numbers) <= 3:
+            text = ", ".join(format_value(v, unit) for v in numbers)
+        else:
+            text = f"{format_value(numbers[0], unit)} to {format_value(numbers[-1], unit)}"
+        lines.append(f"setting {name}: {text}")
+    return lines
 
 
 def _notes(records: list[Record]) -> list[str]:

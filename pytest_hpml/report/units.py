@@ -6,7 +6,7 @@ import math
 
 _PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
 _SUB_SECOND = [(1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")]
-_SCALED_UNITS = {"B/s", "FLOP/s", "FLOP", "B", "OP/s", "OP", "Hz"}
+_SCALED_UNITS = {"B/s", "FLOP/s", "FLOP", "B", "OP/s", "OP", "Hz", "1/s"}
 
 
 def scale_for(unit: str, value: float) -> tuple[float, str]:
@@ -23,6 +23,8 @@ def scale_for(unit: str, value: float) -> tuple[float, str]:
         base, rest = (unit.split("/", 1) + [""])[:2]
         for factor, prefix in _PREFIXES:
             if magnitude >= factor:
+                if base == "1":  # a rate of things (images, steps) per second: 5.927 M/s
+                    return factor, f"{prefix}/{rest}" if prefix else unit
                 return factor, f"{prefix}{base}" + (f"/{rest}" if rest else "")
         return 1.0, unit
     return 1.0, unit
