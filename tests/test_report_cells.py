@@ -20,9 +20,9 @@ def test_columns_of_one_unit_share_their_scale() -> None:
     published = Record("p", "E", {"phase": "published"},
                        [Metric("algbw", 6.1e9, "B/s", kind="reference", source="seed 000")])
     table = wide_table("E", [measured, published])
-    assert _header(table, "algbw") == "algbw [MB/s]"
-    assert _header(table, "busbw") == "busbw [MB/s]"
-    assert [row[1:] for row in table.rows] == [["751.2", "751.2"], ["6,100", ""]]
+    assert _header(table, "algbw") == "algbw [GB/s]"
+    assert _header(table, "busbw") == "busbw [GB/s]"
+    assert [row[1:] for row in table.rows] == [["0.7512", "0.7512"], ["6.100", ""]]
 
 
 def test_columns_of_one_unit_far_apart_keep_their_own_scale() -> None:
@@ -67,3 +67,14 @@ def test_a_pivot_says_the_settings_its_columns_leave_out() -> None:
     # A wide table shows settings as columns already: no note repeats them.
     (wide,) = build_tables(rows[:1])
     assert not [n for n in wide.notes if n.startswith("setting ")]
+
+
+def test_parameters_every_row_shares_are_said_once_in_the_title() -> None:
+    rows = [Record(f"r{k}", "Q1 (cpu)", {"device": "cpu", "data": "synthetic", "k": k},
+                   [Metric("time", k * 1e-3, "s", "lower")]) for k in (1, 2)]
+    table = wide_table("Q1 (cpu)", rows)
+    # device=cpu is in the title already; data is said once; k varies and stays a column.
+    assert table.title == "Q1 (cpu) (data=synthetic)"
+    assert table.headers == ["k", "time [ms]"]
+    # One row keeps its columns: there is nothing to fold.
+    assert wide_table("Q1", rows[:1]).headers == ["device", "data", "k", "time [ms]"]

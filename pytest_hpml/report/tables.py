@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -54,9 +55,10 @@ def _column_scale(unit: str, values: list[float]) -> tuple[float, str]:
 
 def _shared_scales(columns: list[tuple[str, list[float]]]) -> list[tuple[float, str]]:
     """Each column's (factor, printed unit), for columns given as (unit, values). Columns of
-    one unit share one scale where it suits every one of them (algbw and busbw both in GB/s,
-    not 0.75 GB/s beside 751 MB/s): each column's median then reads between 0.1 and 10,000;
-    otherwise (a kernel's microseconds beside a program's seconds) each keeps its own."""
+    one unit share one scale where one suits every one of them (algbw and busbw both in GB/s,
+    not 0.75 GB/s beside 751 MB/s): the largest of the units the columns would choose alone
+    under which each column's median still reads between 0.1 and 10,000; where none does (a
+    kernel's microseconds beside a program's seconds) each keeps its own."""
     scales = [_column_scale(unit, values) for unit, values in columns]
     by_unit: dict[str, list[int]] = {}
     for i, (unit, _) in enumerate(columns):
@@ -64,9 +66,11 @@ def _shared_scales(columns: list[tuple[str, list[float]]]) -> list[tuple[float, 
     for unit, indices in by_unit.items():
         if len(indices) < 2 or not unit:
             continue
-        joint = _column_scale(unit, [v for i in indices for v in columns[i][1]])
-        medians = [_median(columns[i][1]) for i in indices]
-        if all(m is None or 0.1 <= m / joint[0] < 1e4 for m in medians):
+        medians = [m for i in indices if (m := _median(columns[i][1])) is not None]
+        fitting = [scales[i] for i in indices
+                   if all(0.1 <= m / scales[i][0] < 1e4 for m in medians)]
+        if fitting:
+            joint = max(fitting, key=lambda scale: scale[0])
             for i in indices:
                 scales[i] = joint
     return scales
@@ -102,8 +106,29 @@ def _metric_columns(records: list[Record], names: list[str] | None = None) -> li
     return [(n, units[n]) for n in found]
 
 
+def _shared_params(records: list[Record], params: list[str]) -> list[str]:
+    """The parameters with one value in every row of a table of several rows (device=cpu,
+    data=synthetic-CIFAR-10): said once in the title rather than repeated down a column."""
+    if len(records) < 2:
+        return []
+    return [p for p in params
+            if all(p in r.params for r in records)
+            and len({repr(r.params[p]) for r in records}) == 1 and records[0].params[p] != ""]
+
+
+def _said_in(title: str, value: Any) -> bool:
+    """Whether a title already names the value ("... (cpu)" and device=cpu)."""
+    return re.search(rf"(?<![\w.-]){re.escape(str(value))}(?![\w.-])", title) is not None
+
+
 def wide_table(title: str, records: list[Record]) -> Table:
     params = _unique(k for r in records for k in r.params)
+    shared = _shared_params(records, params)
+    if shared:
+        told = [p for p in shared if not _said_in(title, records[0].params[p])]
+        if told:
+            title += " (" + ", ".join(f"{p}={records[0].params[p]}" for p in told) + ")"
+        params = [p for p in params if p not in shared]
     columns = _metric_columns(records)
     headers = list(params)
     scales = _shared_scales([(unit, [r.metric(name).value for r in records if r.metric(name)])

@@ -47,8 +47,18 @@ def format_scaled(value: float, unit: str, factor: float, spread: float | None =
         return str(value)
     text = format_number(value / factor, unit)
     if spread is not None and math.isfinite(spread):
-        text += f" ± {four_digits(spread / factor)}"
+        text += f" ± {_spread_digits(spread / factor, text)}"
     return text
+
+
+def _spread_digits(spread: float, value_text: str) -> str:
+    """A spread in four digits; one too small for them (below 0.001) takes the decimals of the
+    value beside it instead of scientific notation: '0.005553 ± 0.000891'."""
+    if spread == 0 or abs(spread) >= 1e-3 or "e" in value_text or "." not in value_text:
+        return four_digits(spread)
+    decimals = len(value_text.split(".")[1])
+    shown = f"{spread:.{decimals}f}"
+    return shown if float(shown) != 0 else four_digits(spread)
 
 
 def format_number(x: float, unit: str = "") -> str:
