@@ -33,6 +33,16 @@ def test_columns_of_one_unit_far_apart_keep_their_own_scale() -> None:
     assert table.headers == ["kernel_time [us]", "time [s]"]
 
 
+def test_a_column_of_zeros_keeps_its_own_unit() -> None:
+    # A kernel's resources: shared memory in kB, no spills. "spill_bytes [kB] 0" would print a
+    # later 16 B spill as 0.016.
+    row = Record("r", "E", {}, [Metric("spill_bytes", 0, "B", "lower"),
+                                Metric("shared_memory", 65536, "B", "lower"),
+                                Metric("stack_frame", 0, "B", "lower")])
+    assert wide_table("E", [row]).headers == ["spill_bytes [B]", "shared_memory [kB]",
+                                              "stack_frame [B]"]
+
+
 def test_a_rate_of_things_per_second_takes_a_prefix() -> None:
     row = Record("r", "E", {}, [Metric("images_per_second", 10150.0, "1/s", "higher")])
     table = wide_table("E", [row])

@@ -64,9 +64,11 @@ def _shared_scales(columns: list[tuple[str, list[float]]]) -> list[tuple[float, 
     for i, (unit, _) in enumerate(columns):
         by_unit.setdefault(unit, []).append(i)
     for unit, indices in by_unit.items():
+        # A column of zeros (no spill bytes) keeps its own unit: it has no size to share.
+        indices = [i for i in indices if _median(columns[i][1]) is not None]
         if len(indices) < 2 or not unit:
             continue
-        medians = [m for i in indices if (m := _median(columns[i][1])) is not None]
+        medians = [_median(columns[i][1]) for i in indices]
         fitting = [scales[i] for i in indices
                    if all(0.1 <= m / scales[i][0] < 1e4 for m in medians)]
         if fitting:

@@ -146,12 +146,14 @@ def step_experiment(step: str) -> str:
 
 
 def record_variant(hpml: Hpml, lab: QuantizationLab, variant: Variant,
-                   measured: Measurement) -> None:
+                   measured: Measurement, name_column: bool = True) -> None:
     """The variant's summary row (accuracy, drop from fp32, size) and a row per layer, in the
-    table of its step."""
+    table of its step. name_column=False: the test's own parameter (weights=, calibration=)
+    already names the variant."""
     hpml.experiment = step_experiment(variant.step)
-    hpml.param(variant=variant.name, data=lab.source, test_images=measured.test_images,
-               **variant.columns)
+    if name_column:
+        hpml.param(variant=variant.name)
+    hpml.param(data=lab.source, test_images=measured.test_images, **variant.columns)
     hpml.record("accuracy", measured.accuracy, unit="%", better="higher")
     hpml.record("accuracy_drop", measured.drop, unit="%", better="lower",
                 note="accuracy drop: fp32 minus the variant, on the same test images")

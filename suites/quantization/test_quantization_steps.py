@@ -65,7 +65,7 @@ def test_step_a_visualize_weights(hpml, device, lab):
             row.record("w_3sigma_high", hi, better=None)
             row.record("w_within_3sigma", 100 * inside, unit="%", better=None)
         histogram(hpml.plot_path(f"quantization_weights_{name}.png"), weight, stats,
-                  f"{name} weights ({lab.source})")
+                  f"{name} weights ({lab.source})", xlabel=f"{name} weight value")
 
 
 @pytest.mark.int8
@@ -81,7 +81,7 @@ def test_step_b_quantize_weights(hpml, device, lab, weights):
     variant = Variant("b: int8 weights", weights, quantized, quantized.layer_outputs,
                       quantized.nbytes())
     measured = measure_variant(lab, variant)
-    record_variant(hpml, lab, variant, measured)
+    record_variant(hpml, lab, variant, measured, name_column=False)  # the weights= column
     assert measured.drop < BROKEN_DROP
 
 
@@ -103,7 +103,8 @@ def test_step_c_visualize_activations(hpml, device, lab):
             row.record(f"in_abs_p{PERCENTILE}", clip, better=None)
         histogram(hpml.plot_path(f"quantization_activations_{name}.png"), values, stats,
                   f"{name} input on {len(lab.calibration_images)} calibration images",
-                  {f"p{PERCENTILE} |x|": clip})
+                  {f"p{PERCENTILE} |x| (percentile clip)": clip},
+                  xlabel=f"{name} input activation value")
 
 
 @pytest.mark.int8
@@ -118,7 +119,7 @@ def test_step_d_quantize_activations(hpml, device, lab, calibration):
     variant = Variant("d: int8 weights + activations", calibration, model, model.layer_outputs,
                       model.nbytes(), {"weights": "per-channel"})
     measured = measure_variant(lab, variant)
-    record_variant(hpml, lab, variant, measured)
+    record_variant(hpml, lab, variant, measured, name_column=False)  # the calibration= column
     assert measured.drop < BROKEN_DROP
 
 
