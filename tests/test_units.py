@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_hpml.report.units import format_value, scale_for
+from pytest_hpml.report.units import format_scaled, format_value, scale_for
 
 
 @pytest.mark.parametrize("value, unit, text", [
@@ -30,6 +30,10 @@ from pytest_hpml.report.units import format_value, scale_for
     (12.0, "B", "12 B"),
     (8e12, "B/s", "8 TB/s"),
     (0.0, "s", "0 s"),
+    # A rate of things per second (images, steps) takes the prefix too.
+    (5.927e6, "1/s", "5.927 M/s"),
+    (10150.0, "1/s", "10.15 k/s"),
+    (42.5, "1/s", "42.50 1/s"),
 ])
 def test_format_value(value: float, unit: str, text: str) -> None:
     assert format_value(value, unit) == text
@@ -37,6 +41,9 @@ def test_format_value(value: float, unit: str, text: str) -> None:
 
 def test_spread_in_the_same_unit() -> None:
     assert format_value(2.5e-3, "s", spread=5e-5) == "2.500 ± 0.05000 ms"
+    # A spread below 0.001 of the unit takes the value's decimals, not 8.910e-04.
+    assert format_scaled(5.553e-6, "s", 1e-3, spread=8.91e-7) == "0.005553 ± 0.000891"
+    assert format_scaled(12.5, "s", 1.0, spread=4e-4) == "12.50 ± 4.000e-04"
 
 
 def test_non_finite_values_are_printed_as_such() -> None:

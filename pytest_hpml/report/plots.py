@@ -7,8 +7,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_hpml.report.axes import (
+    axis_scale,
+    axis_title,
+    from_zero,
+    names_its_unit,
+    place_labels,
+    plain_ticks,
+)
 from pytest_hpml.report.files import write_atomic
 from pytest_hpml.report.tables import _unique, group_by_experiment
+from pytest_hpml.report.units import format_value
 from pytest_hpml.results import Record
 
 #: Said once in a run that asks for charts without matplotlib.
@@ -98,32 +107,46 @@ def _selected(records: list[Record], spec: dict[str, Any]) -> list[Record]:
         for k, v in where.items())]
 
 
-def _plain_log_ticks(axis: Any, values: list[float], at_values: bool = False) -> None:
-    """Log-axis ticks as plain numbers (2, not 2 x 10^0). Data within one decade get no
-    decade tick to label, so matplotlib labels minor ticks in scientific notation; a few
-    distinct values (workers 1, 2, 4; batch sizes) are labelled where they are."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
-
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
-    positive = [v for v in values if v > 0]
-    if at_values and positive:
-        axis.set_major_locator(FixedLocator(positive))
-        axis.set_minor_formatter(NullFormatter())
-    elif positive and max(positive) / min(positive) < 10:
-        axis.set_minor_formatter(plain)
-    axis.set_major_formatter(plain)
+def _unit(rows: list[Record], key: str) -> str:
+    """The unit of the metric `key` in the rows ("" for a parameter or a unitless figure)."""
+    for r in rows:
+        m = r.metric(key)
+        if m is not None:
+            return m.unit
+    return ""
 
 
-def line_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path | None:
+def _scaled_axis(label: str | None, name: str, unit: str,
+                 values: list[float]) -> tuple[float, str]:
+    """The factor the axis's values are divided by, and its title with the unit that fits them
+    (axes.axis_scale); a caller's title that names its unit is kept, with values unscaled."""
+    if names_its_unit(label):
+        return 1.0, str(label)
+    factor, shown = axis_scale(unit, values)
+    return factor, axis_title(label or name, shown)
+
+
+def _series_label(key: str, value: Any) -> str:
+    """A legend entry that says what it is: 'explicit', and for a number 'workers=2'."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        text = str(value)
+        try:
+            float(text)
+        except ValueError:
+            return text
+    return f"{key}={value}"
+
+
+def line_figure(records: list[Record], spec: dict[str, Any]) -> Any | None:
+    """The figure of a line chart (y against x, one line per `series`), or None when none of
+    its rows ran. logx / logy are opt-in, as the marker's documentation shows them."""
     rows = _selected(records, spec)
     if not rows:
         return None  # its rows did not run (another device, deselected)
     series_key = spec.get("series")
     if "x" not in spec or "y" not in spec:
         raise NothingToDraw(_why_nothing(rows, spec, ("x", "y")))
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    drawn: list[tuple[float, float]] = []
+    lines: list[tuple[str | None, list[tuple[float, float]]]] = []
     for name in _unique(r.params.get(series_key) for r in rows) if series_key else [None]:
         points = sorted(
             (x, y) for r in rows if series_key is None or r.params.get(series_key) == name
@@ -131,33 +154,42 @@ def line_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path 
             if x is not None and y is not None
         )
         if points:
-            label = str(name) if name is not None else None
-            ax.plot(*zip(*points, strict=True), marker="o", label=label)
-            drawn += points
-    if not drawn:
-        plt.close(fig)
+            lines.append((None if name is None else _series_label(series_key, name), points))
+    if not lines:
         raise NothingToDraw(_why_nothing(rows, spec, ("x", "y")))
-    xs = sorted({x for x, _ in drawn})
-    if spec.get("logx", True):
+    xs = [x for _, pts in lines for x, _ in pts]
+    ys = [y for _, pts in lines for _, y in pts]
+    xfactor, xtitle = _scaled_axis(spec.get("xlabel"), spec["x"], _unit(rows, spec["x"]), xs)
+    yunit = _unit(rows, spec["y"])
+    yfactor, ytitle = _scaled_axis(spec.get("ylabel"), spec["y"], yunit, ys)
+    logx, logy = bool(spec.get("logx", False)), bool(spec.get("logy", False))
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for label, points in lines:
+        ax.plot([x / xfactor for x, _ in points], [y / yfactor for _, y in points], marker="o",
+                label=label)
+    if logx:
         ax.set_xscale("log")
-        _plain_log_ticks(ax.xaxis, xs, at_values=len(xs) <= 8)
-    if spec.get("logy", True):
+    if logy:
         ax.set_yscale("log")
-        _plain_log_ticks(ax.yaxis, [y for _, y in drawn])
-    ax.set_xlabel(spec.get("xlabel", spec["x"]))
-    ax.set_ylabel(spec.get("ylabel", spec["y"]))
+    distinct_x = sorted({x / xfactor for x in xs})
+    plain_ticks(ax.xaxis, distinct_x, logx, at_values=len(distinct_x) <= 8)
+    plain_ticks(ax.yaxis, [y / yfactor for y in ys], logy)
+    if not logy:
+        from_zero(ax, [y / yfactor for y in ys], "%" if yfactor == 1 and yunit == "%" else "")
+    ax.set_xlabel(xtitle)
+    ax.set_ylabel(ytitle)
     ax.set_title(spec.get("title", ""))
     ax.grid(True, which="both", alpha=0.3)
     if series_key:
-        ax.legend()
+        ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def roofline_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path | None:
-    """Points (arithmetic intensity, achieved FLOP/s) under min(peak, intensity x bandwidth)."""
+def roofline_figure(records: list[Record], spec: dict[str, Any]) -> Any | None:
+    """Points (arithmetic intensity, achieved FLOP/s) under min(peak, intensity x bandwidth),
+    in the FLOP/s unit that fits the peak, each point labelled where no other label is."""
     rows = _selected(records, spec)
     if not rows:
         return None  # its rows did not run (another device, deselected)
@@ -174,31 +206,36 @@ def roofline_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> P
             points.append((x, y, str(r.params.get(spec.get("label", ""), r.id))))
     if not points or not peak or not bandwidth:
         raise NothingToDraw(_why_nothing(rows, spec, keys))
+    # The unit that fits the points and the roof together (GFLOP/s on a CPU, TFLOP/s on a GPU).
+    factor, unit = axis_scale("FLOP/s", [y for _, y, _ in points] + [peak])
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     ridge = peak / bandwidth
-    xs = [min(p[0] for p in points + [(ridge, 0, "")]) / 4, ridge,
-          max(p[0] for p in points + [(ridge, 0, "")]) * 4]
-    ax.plot(xs, [min(peak, x * bandwidth) for x in xs], color="black",
-            label=f"roof: {peak / 1e12:.3g} TFLOP/s, {bandwidth / 1e9:.3g} GB/s (measured)")
-    for x, y, label in points:
-        ax.scatter([x], [y])
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    intensities = [p[0] for p in points] + [ridge]
+    xs = [min(intensities) / 4, ridge, max(intensities) * 4]
+    ax.plot(xs, [min(peak, x * bandwidth) / factor for x in xs], color="black",
+            label=f"roof (measured): {format_value(peak, 'FLOP/s')} compute, "
+                  f"{format_value(bandwidth, 'B/s')} memory")
+    colours = [ax.scatter([x], [y / factor], zorder=3).get_facecolor()[0]
+               for x, y, _ in points]
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity [FLOP/B]")
-    ax.set_ylabel("FLOP/s")
+    plain_ticks(ax.xaxis, xs, log=True)
+    plain_ticks(ax.yaxis, [y / factor for _, y, _ in points] + [peak / factor], log=True)
+    ax.set_xlabel(spec.get("xlabel", "arithmetic intensity [FLOP/B]"))
+    ax.set_ylabel(spec.get("ylabel", f"achieved [{unit}]"))
     ax.set_title(spec.get("title", "Roofline"))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
-    return path
+    place_labels(ax, [(x, y / factor, label, colour)
+                      for (x, y, label), colour in zip(points, colours, strict=True)])
+    return fig
 
 
-def timeseries_chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path | None:
-    """Each row's series (a metric's samples, one per sample_interval) against time."""
+def timeseries_figure(records: list[Record], spec: dict[str, Any]) -> Any | None:
+    """Each row's series (a metric's samples, one per sample_interval) against time, its y axis
+    from 0 (to 100 for a percentage)."""
     rows = _selected(records, spec)
     if not rows:
         return None  # its rows did not run (another device, deselected)
@@ -206,32 +243,63 @@ def timeseries_chart(path: Path, records: list[Record], spec: dict[str, Any]) ->
         raise NothingToDraw(_why_nothing(rows, spec, ("y",)))
     names = spec["y"] if isinstance(spec["y"], (list, tuple)) else [spec["y"]]
     series_key = spec.get("series")
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.2, 4.0))
-    drawn = False
+    lines = []
     for r in rows:
         interval = _value(r, spec.get("interval", "sample_interval")) or 1.0
         for name in names:
             m = r.metric(name)
             if m is None or not m.samples:
                 continue
-            label = name if series_key is None else f"{r.params.get(series_key)} {name}"
-            ax.plot([interval * (i + 1) for i in range(len(m.samples))], m.samples, label=label)
-            drawn = True
-    if not drawn:
-        plt.close(fig)
+            if series_key is None:
+                label = name
+            else:
+                label = _series_label(series_key, r.params.get(series_key))
+                label += f" {name}" if len(names) > 1 else ""
+            lines.append((label, m.unit, interval, m.samples))
+    if not lines:
         with_series = [n for n in names for r in rows if (m := r.metric(n)) and m.samples]
         raise NothingToDraw(_why_nothing(rows, spec, ("y",)) if not with_series else
                             "no row has samples of " + ", ".join(map(repr, names)))
+    unit = lines[0][1] if len({u for _, u, _, _ in lines}) == 1 else ""
+    values = [v for *_, samples in lines for v in samples]
+    factor, title = _scaled_axis(spec.get("ylabel"), ", ".join(names), unit, values)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.2, 4.0))
+    for label, _, interval, samples in lines:
+        ax.plot([interval * (i + 1) for i in range(len(samples))],
+                [v / factor for v in samples], label=label)
     ax.set_xlabel(spec.get("xlabel", "time [s]"))
-    ax.set_ylabel(spec.get("ylabel", ", ".join(names)))
+    ax.set_ylabel(title)
     ax.set_title(spec.get("title", ""))
+    plain_ticks(ax.yaxis, [v / factor for v in values], log=False)
+    from_zero(ax, [v / factor for v in values], unit if factor == 1 else "")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def _drawn(figure: Callable[[list[Record], dict[str, Any]], Any | None]
+           ) -> Callable[[Path, list[Record], dict[str, Any]], Path | None]:
+    """A chart kind as draw_all calls it: its figure, written to `path` and closed."""
+
+    def chart(path: Path, records: list[Record], spec: dict[str, Any]) -> Path | None:
+        fig = figure(records, spec)
+        if fig is None:
+            return None
+        try:
+            _save(fig, path)
+        finally:
+            _pyplot().close(fig)
+        return path
+
+    chart.__doc__ = figure.__doc__
+    return chart
+
+
+line_chart = _drawn(line_figure)
+roofline_chart = _drawn(roofline_figure)
+timeseries_chart = _drawn(timeseries_figure)
 
 
 CHARTS = {"line": line_chart, "roofline": roofline_chart, "timeseries": timeseries_chart}

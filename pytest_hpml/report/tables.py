@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_hpml.report.units import format_number, format_scaled, format_value, scale_for
-from pytest_hpml.results import Record
+from pytest_hpml.results import Metric, Record
 
 
 @dataclass
@@ -52,13 +53,46 @@ def _column_scale(unit: str, values: list[float]) -> tuple[float, str]:
     return scale_for(unit, statistics.median(finite)) if finite else (1.0, unit)
 
 
+def _shared_scales(columns: list[tuple[str, list[float]]]) -> list[tuple[float, str]]:
+    """Each column's (factor, printed unit), for columns given as (unit, values). Columns of
+    one unit share one scale where one suits every one of them (algbw and busbw both in GB/s,
+    not 0.75 GB/s beside 751 MB/s): the largest of the units the columns would choose alone
+    under which each column's median still reads between 0.1 and 10,000; where none does (a
+    kernel's microseconds beside a program's seconds) each keeps its own."""
+    scales = [_column_scale(unit, values) for unit, values in columns]
+    by_unit: dict[str, list[int]] = {}
+    for i, (unit, _) in enumerate(columns):
+        by_unit.setdefault(unit, []).append(i)
+    for unit, indices in by_unit.items():
+        # A column of zeros (no spill bytes) keeps its own unit: it has no size to share.
+        indices = [i for i in indices if _median(columns[i][1]) is not None]
+        if len(indices) < 2 or not unit:
+            continue
+        medians = [_median(columns[i][1]) for i in indices]
+        fitting = [scales[i] for i in indices
+                   if all(0.1 <= m / scales[i][0] < 1e4 for m in medians)]
+        if fitting:
+            joint = max(fitting, key=lambda scale: scale[0])
+            for i in indices:
+                scales[i] = joint
+    return scales
+
+
+def _median(values: list[float]) -> float | None:
+    finite = [abs(v) for v in values if v is not None and math.isfinite(v) and v != 0]
+    return statistics.median(finite) if finite else None
+
+
 def _cell(record: Record, name: str, factor: float) -> str:
     """A metric's cell: the value its verdict and exports rest on (the median of the processes
-    that measured it), with the spread of the test's own samples."""
+    that measured it), and '± IQR' of the test's own samples only where they have a spread:
+    one sample, or samples that all agree (five runs that all reached the target: 0 not
+    reached), have none to show."""
     metric = record.metric(name)
     if metric is None:
         return ""
-    return format_scaled(record.values_of(name).value, metric.unit, factor, metric.iqr)
+    spread = metric.iqr if metric.iqr and math.isfinite(metric.iqr) else None
+    return format_scaled(record.values_of(name).value, metric.unit, factor, spread)
 
 
 def _header(name: str, unit: str) -> str:
@@ -76,20 +110,39 @@ def _metric_columns(records: list[Record], names: list[str] | None = None) -> li
     return [(n, units[n]) for n in found]
 
 
+def _shared_params(records: list[Record], params: list[str]) -> list[str]:
+    """The parameters with one value in every row of a table of several rows (device=cpu,
+    data=synthetic-CIFAR-10): said once in the title rather than repeated down a column."""
+    if len(records) < 2:
+        return []
+    return [p for p in params
+            if all(p in r.params for r in records)
+            and len({repr(r.params[p]) for r in records}) == 1 and records[0].params[p] != ""]
+
+
+def _said_in(title: str, value: Any) -> bool:
+    """Whether a title already names the value ("... (cpu)" and device=cpu)."""
+    return re.search(rf"(?<![\w.-]){re.escape(str(value))}(?![\w.-])", title) is not None
+
+
 def wide_table(title: str, records: list[Record]) -> Table:
     params = _unique(k for r in records for k in r.params)
+    shared = _shared_params(records, params)
+    if shared:
+        told = [p for p in shared if not _said_in(title, records[0].params[p])]
+        if told:
+            title += " (" + ", ".join(f"{p}={records[0].params[p]}" for p in told) + ")"
+        params = [p for p in params if p not in shared]
     columns = _metric_columns(records)
     headers = list(params)
-    scales = []
-    for name, unit in columns:
-        factor, shown = _column_scale(unit, [r.metric(name).value for r in records
-                                             if r.metric(name)])
-        scales.append(factor)
+    scales = _shared_scales([(unit, [r.metric(name).value for r in records if r.metric(name)])
+                             for name, unit in columns])
+    for (name, _), (_, shown) in zip(columns, scales, strict=True):
         headers.append(_header(name, shown))
     rows = []
     for r in records:
         row = [r.params.get(p, "") for p in params]
-        row += [_cell(r, name, f) for (name, _), f in zip(columns, scales, strict=True)]
+        row += [_cell(r, name, f) for (name, _), (f, _) in zip(columns, scales, strict=True)]
         rows.append(row)
     return Table(title, headers, rows, notes=_notes(records))
 
@@ -107,16 +160,18 @@ def pivot_tables(title: str, records: list[Record], spec: dict[str, Any]) -> lis
         col_values = _unique(r.params.get(column) for r in subset)
         keys = _unique(tuple(r.params.get(i) for i in index) for r in subset)
         headers = list(index)
-        cells: list[tuple[Any, str, float]] = []
+        groups: list[tuple[Any, str, str, list[float]]] = []
         for value in col_values:
             for name, unit in columns:
                 vals = [r.metric(name).value for r in subset
                         if r.params.get(column) == value and r.metric(name)]
-                if not vals:
-                    continue
-                factor, shown = _column_scale(unit, vals)
-                cells.append((value, name, factor))
-                headers.append(f"{value} {_header(name, shown)}")
+                if vals:
+                    groups.append((value, name, unit, vals))
+        cells: list[tuple[Any, str, float]] = []
+        for (value, name, _, _), (factor, shown) in zip(
+                groups, _shared_scales([(u, v) for _, _, u, v in groups]), strict=True):
+            cells.append((value, name, factor))
+            headers.append(f"{value} {_header(name, shown)}")
         rows = []
         for key in keys:
             row: list[Any] = list(key)
@@ -126,7 +181,9 @@ def pivot_tables(title: str, records: list[Record], spec: dict[str, Any]) -> lis
                 row.append(_cell(match[0], name, factor) if match else "")
             rows.append(row)
         suffix = f" ({split}={part})" if split else ""
-        tables.append(Table(title + suffix, headers, rows, notes=_notes(subset)))
+        shown = {name for name, _ in columns}
+        tables.append(Table(title + suffix, headers, rows,
+                            notes=_settings_notes(subset, shown) + _notes(subset)))
     return tables
 
 
@@ -234,6 +291,26 @@ def comparison_table(records: list[Record], title: str = "Comparison with baseli
     return Table(title,
                  ["experiment", "params", "metric", "baseline", "current", "change", "verdict",
                   "detectable"], rows, notes=notes)
+
+
+def _settings_notes(records: list[Record], shown: set[str]) -> list[str]:
+    """The settings a pivot's columns leave out (a ceiling a % divides by), one line each with
+    their values, so that every figure in the table can be traced to what it was divided by."""
+    values: dict[str, list[Metric]] = {}
+    for r in records:
+        for m in r.metrics:
+            if m.kind == "setting" and m.name not in shown:
+                values.setdefault(m.name, []).append(m)
+    lines = []
+    for name, metrics in values.items():
+        numbers = sorted({m.value for m in metrics})
+        unit = metrics[0].unit
+        if len(numbers) <= 3:
+            text = ", ".join(format_value(v, unit) for v in numbers)
+        else:
+            text = f"{format_value(numbers[0], unit)} to {format_value(numbers[-1], unit)}"
+        lines.append(f"setting {name}: {text}")
+    return lines
 
 
 def _notes(records: list[Record]) -> list[str]:

@@ -6,7 +6,7 @@ import math
 
 _PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
 _SUB_SECOND = [(1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")]
-_SCALED_UNITS = {"B/s", "FLOP/s", "FLOP", "B", "OP/s", "OP", "Hz"}
+_SCALED_UNITS = {"B/s", "FLOP/s", "FLOP", "B", "OP/s", "OP", "Hz", "1/s"}
 
 
 def scale_for(unit: str, value: float) -> tuple[float, str]:
@@ -23,6 +23,8 @@ def scale_for(unit: str, value: float) -> tuple[float, str]:
         base, rest = (unit.split("/", 1) + [""])[:2]
         for factor, prefix in _PREFIXES:
             if magnitude >= factor:
+                if base == "1":  # a rate of things (images, steps) per second: 5.927 M/s
+                    return factor, f"{prefix}/{rest}" if prefix else unit
                 return factor, f"{prefix}{base}" + (f"/{rest}" if rest else "")
         return 1.0, unit
     return 1.0, unit
@@ -55,8 +57,18 @@ def format_scaled(value: float, unit: str, factor: float, spread: float | None =
         return str(value)
     text = format_number(value / factor, unit)
     if spread is not None and math.isfinite(spread):
-        text += f" ± {four_digits(spread / factor)}"
+        text += f" ± {_spread_digits(spread / factor, text)}"
     return text
+
+
+def _spread_digits(spread: float, value_text: str) -> str:
+    """A spread in four digits; one too small for them (below 0.001) takes the decimals of the
+    value beside it instead of scientific notation: '0.005553 ± 0.000891'."""
+    if spread == 0 or abs(spread) >= 1e-3 or "e" in value_text or "." not in value_text:
+        return four_digits(spread)
+    decimals = len(value_text.split(".")[1])
+    shown = f"{spread:.{decimals}f}"
+    return shown if float(shown) != 0 else four_digits(spread)
 
 
 def format_number(x: float, unit: str = "") -> str:

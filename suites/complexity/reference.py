@@ -23,13 +23,16 @@ class PublishedModel:
 # Source: torchvision model documentation, "Table of all available classification weights"
 # (https://pytorch.org/vision/stable/models.html), columns "Params" and "GFLOPS", for
 # ResNet18_Weights.IMAGENET1K_V1, ResNet50_Weights.IMAGENET1K_V1, VGG16_Weights.IMAGENET1K_V1,
-# VGG19_Weights.IMAGENET1K_V1 (224 x 224 input).
+# VGG19_Weights.IMAGENET1K_V1, GoogLeNet_Weights.IMAGENET1K_V1 (num_params 6624904, GFLOPS
+# 1.50) and AlexNet_Weights.IMAGENET1K_V1 (num_params 61100840, GFLOPS 0.71) (224 x 224).
 TORCHVISION_DOCS = "torchvision model documentation, table of classification weights"
 TORCHVISION_PUBLISHED: dict[str, PublishedModel] = {
     "resnet18": PublishedModel(parameters=11_689_512, gmacs=1.814),
     "resnet50": PublishedModel(parameters=25_557_032, gmacs=4.089),
     "vgg16": PublishedModel(parameters=138_357_544, gmacs=15.47),
     "vgg19": PublishedModel(parameters=143_667_240, gmacs=19.632),
+    "googlenet": PublishedModel(parameters=6_624_904, gmacs=1.50),
+    "alexnet": PublishedModel(parameters=61_100_840, gmacs=0.71),
 }
 
 # Source: NVIDIA Tesla K80 datasheet (with GPU Boost), the figures the PALEO lab asks for.

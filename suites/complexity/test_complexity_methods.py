@@ -5,6 +5,7 @@ import torch
 
 from suites.complexity.bytes_moved import BytesMovedMode, count_forward_bytes, tensor_bytes
 from suites.complexity.flops import count_training_flops
+from suites.complexity.layerwise import layer_clocks, median_by_layer_type, time_layerwise
 from suites.complexity.memory import cpu_peak_allocated
 from suites.complexity.models import (
     CIFAR_RESNET18,
@@ -117,5 +118,27 @@ def test_paleo_and_roofline_formulas() -> None:
 
 
 def test_unknown_model_names_the_choices() -> None:
-    with pytest.raises(ValueError, match="resnet18, resnet50"):
-        build_model("alexnet")
+    with pytest.raises(ValueError, match="resnet18, resnet50.*googlenet"):
+        build_model("lenet")
+
+
+def test_layer_clocks_time_every_leaf_call_and_come_off_after():
+    # A clock that moves 1 s per reading, and a synchronize that is counted: each leaf call
+    # reads 1 s (its two stamps), a module called twice is timed twice, every stamp
+    # synchronizes first (as on a GPU), and no hook is left behind.
+    relu = torch.nn.ReLU()
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), relu, torch.nn.Linear(4, 4), relu)
+    ticks, syncs, calls = iter(range(100)), [], []
+    with layer_clocks(net, calls, synchronize=lambda: syncs.append(1),
+                      now=lambda: float(next(ticks))):
+        net(torch.ones(1, 4))
+    assert [(name, kind) for name, kind, _ in calls] == [
+        ("0", "Linear"), ("1", "ReLU"), ("2", "Linear"), ("1", "ReLU")]
+    assert [s for *_, s in calls] == [1.0] * 4 and len(syncs) == 8
+    net(torch.ones(1, 4))
+    assert len(calls) == 4  # the hooks came off with the block
+    passes = time_layerwise(net, torch.ones(1, 4), passes=3)
+    assert len(passes) == 3 and all(len(p.calls) == 4 for p in passes)
+    assert all(p.layer_sum <= p.with_clocks for p in passes)
+    by_type = median_by_layer_type(passes)
+    assert set(by_type) == {"Linear", "ReLU"} and all(v >= 0 for v in by_type.values())

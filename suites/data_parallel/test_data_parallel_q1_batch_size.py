@@ -20,7 +20,8 @@ pytestmark = pytest.mark.data_parallel
 @pytest.mark.hpml_sweep("batch", quick=list(SCALES["quick"].batches),
                         full=list(SCALES["full"].batches))
 @pytest.mark.hpml_plot("q1_epoch_time_vs_batch.png", x="batch", y="training_time",
-                       series="measured_on", logx=True,
+                       series="measured_on", logx=True, xlabel="batch size",
+                       ylabel="training time of the 2nd epoch",
                        title="Q1: training time of one epoch vs batch size (one device)")
 def test_epoch_time_vs_batch_size(hpml, device, batch, lab):
     hpml.experiment = "Q1: epoch time vs batch size on one device (2nd epoch)"

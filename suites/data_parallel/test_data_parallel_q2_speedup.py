@@ -36,11 +36,11 @@ pytestmark = pytest.mark.data_parallel
                         metrics=["epoch_time", "speedup", "efficiency", "rank_imbalance"],
                         split="device")
 @pytest.mark.hpml_plot("q2_speedup_cpu.png", x="workers", y="speedup", series="curve",
-                       where={"device": "cpu"}, title="Q2: speedup of an epoch, weak vs strong "
-                       "scaling (CPU workers)")
+                       where={"device": "cpu"}, ylabel="speedup (1 worker = 1)",
+                       title="Q2: speedup of an epoch, weak vs strong scaling (CPU workers)")
 @pytest.mark.hpml_plot("q2_speedup_gpu.png", x="workers", y="speedup", series="curve",
-                       where={"device": "cuda"}, title="Q2: speedup of an epoch, weak vs strong "
-                       "scaling (GPUs)")
+                       where={"device": "cuda"}, ylabel="speedup (1 GPU = 1)",
+                       title="Q2: speedup of an epoch, weak vs strong scaling (GPUs)")
 def test_speedup_weak_and_strong_scaling(hpml, device, workers, batch, scaling, lab):
     hpml.experiment = "Q2: speedup (2nd epoch, every component) - weak vs strong scaling"
     lab.skip_unless_in_profile(workers)

@@ -46,7 +46,9 @@ def _sweep(lab, workers: int, sizes: list[int]) -> list[float]:
 
 @pytest.mark.parametrize("device, workers", device_workers(MULTI_WORKERS))
 @pytest.mark.hpml_plot("q3_allreduce_busbw.png", x="size", y="busbw", series="workers",
-                       logx=True, logy=True, title="all_reduce sweep: bus bandwidth vs size")
+                       logx=True, logy=True, xlabel="message size [B]",
+                       ylabel="bus bandwidth (busbw)",
+                       title="all_reduce sweep: bus bandwidth vs size")
 def test_allreduce_sweep(hpml, device, workers, lab):
     hpml.experiment = "Q3.2: all_reduce sweep (the ceiling, nccl-tests' way)"
     lab.skip_unless_in_profile(workers)

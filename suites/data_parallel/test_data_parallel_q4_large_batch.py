@@ -66,7 +66,9 @@ def test_large_batch_and_its_remedies(hpml, device, workers, lab):
         assert results[0].epoch(epochs).last_lr == pytest.approx(recipe.peak_lr(n))
         assert len({r.parameters_digest for r in results}) == 1
         assert math.isfinite(loss)
-    for name, (loss, accuracy) in PUBLISHED_LARGE_BATCH.items():
-        with hpml.row(variant=f"published: {name}") as ref:
+    # Published rows say where they were measured (GPUs), not this test's device.
+    for name, (gpus, loss, accuracy) in PUBLISHED_LARGE_BATCH.items():
+        with hpml.row(variant=name, device="GPUs", workers=gpus,
+                      measured_on="published: seed report 001 (GPUs)") as ref:
             ref.reference("train_loss", loss, source=PUBLISHED_SOURCE)
             ref.reference("train_accuracy", 100 * accuracy, unit="%", source=PUBLISHED_SOURCE)

@@ -1,10 +1,11 @@
 """Where one data-parallel training step spends its time, and the lab's time model.
 
 profile_rank runs on every rank (through run_distributed or torchrun) and times the phases of
-real training steps: copy of the rank's batch to the device, the five GEMMs (through a timing
-wrapper around the same matmul the model uses, so the model code is not duplicated), the
-element-wise work (the rest of forward and backward), the wait for the slowest rank (a barrier),
-the all_reduce of the packed gradients, and the SGD update. It then times all_reduce alone on a
+real training steps: copy of the rank's batch to the device; the forward pass's two GEMMs and
+its element-wise work (bias, sigmoid, softmax), then the backward pass's three GEMMs and its
+element-wise work, apart (the GEMMs through a timing wrapper around the same matmul the model
+uses, so the model code is not duplicated); the wait for the slowest rank (a barrier), the
+all_reduce of the packed gradients, and the SGD update. It then times all_reduce alone on a
 buffer the size of all parameters.
 
 The lab's time model for one step:  t = FLOPs / P_flops + bytes_h2d / P_pci + bytes_net / P_net,
@@ -26,8 +27,10 @@ from pytest_hpml import gpu_busy_wait
 from suites.mlp import model
 from suites.mlp.training import MLPConfig, matmul_for, pack, shard_bounds, unpack
 
-PHASES = ("batch_to_device", "gemm", "elementwise", "wait_for_peers", "all_reduce", "sgd_update",
-          "step")
+PHASES = ("batch_to_device", "forward_gemm", "forward_elementwise", "backward_gemm",
+          "backward_elementwise", "wait_for_peers", "all_reduce", "sgd_update", "step")
+#: The passes whose GEMMs and element-wise work are timed apart (the lab's question 2.1).
+PASSES = ("forward", "backward")
 
 
 def _sync(device: torch.device) -> None:
@@ -90,25 +93,29 @@ class PhaseTimer:
 
 
 class TimedMatMul:
-    """The model's matmul, timed per call; call 0 of a step is the first-layer forward GEMM."""
+    """The model's matmul, timed per call under the phase `phase` (forward_gemm while the
+    forward pass runs, backward_gemm in the backward pass); call 0 of a step is the first-layer
+    forward GEMM."""
 
-    def __init__(self, matmul: model.MatMul, timer: PhaseTimer) -> None:
+    def __init__(self, matmul: model.MatMul, timer: PhaseTimer, phase: str = "gemm") -> None:
         self.matmul = matmul
         self.timer = timer
+        self.phase = phase
         self.calls: list[float] = []
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        before = self.timer.totals.get("gemm", 0.0)
-        out = self.timer("gemm", self.matmul, a, b)
-        self.calls.append(self.timer.totals["gemm"] - before)
+        before = self.timer.totals.get(self.phase, 0.0)
+        out = self.timer(self.phase, self.matmul, a, b)
+        self.calls.append(self.timer.totals[self.phase] - before)
         return out
 
 
-def elementwise_seconds(timer: PhaseTimer) -> float:
-    """Forward and backward outside their GEMMs: the container's host time minus the GEMMs'
-    host time (brackets included). Its many small kernels are timed by the wall clock, launches
+def elementwise_seconds(timer: PhaseTimer, container: str = "forward_backward",
+                        gemm: str = "gemm") -> float:
+    """A pass outside its GEMMs: the container's host time minus its GEMMs' host time
+    (brackets included). Its many small kernels are timed by the wall clock, launches
     included: that is where such work spends its time in a step."""
-    return timer.wall["forward_backward"] - timer.wall.get("gemm", 0.0)
+    return timer.wall[container] - timer.wall.get(gemm, 0.0)
 
 
 def profile_rank(rank: int, world_size: int, X: torch.Tensor, labels: torch.Tensor,
@@ -131,12 +138,14 @@ def profile_rank(rank: int, world_size: int, X: torch.Tensor, labels: torch.Tens
     first_gemm: list[float] = []
     for step in range(steps + 1):  # step 0 warms up (allocator, gloo buffers, kernels)
         timer = PhaseTimer(dev)
-        matmul = TimedMatMul(matmul_for(config, dtype), timer)
+        matmul = TimedMatMul(matmul_for(config, dtype), timer, "forward_gemm")
         _sync(dev)
         start = time.perf_counter()
         X_dev = timer("batch_to_device", _to_device, X_host, dev)
         y_dev = timer("batch_to_device", _to_device, y_host, dev)
-        grads = timer("forward_backward", _forward_backward, params, X_dev, y_dev, scale,
+        cache = timer("forward", model.forward, params, X_dev, matmul, clock="host")
+        matmul.phase = "backward_gemm"
+        grads = timer("backward", model.backward, params, cache, y_dev, scale,
                       config.reg / world_size, matmul, clock="host")
         buffer = pack(grads)
         # A barrier first: time spent waiting for a slower rank is skew, not all_reduce transfer.
@@ -149,8 +158,10 @@ def profile_rank(rank: int, world_size: int, X: torch.Tensor, labels: torch.Tens
             continue
         totals = timer.totals
         per_step["batch_to_device"].append(totals["batch_to_device"])
-        per_step["gemm"].append(totals["gemm"])
-        per_step["elementwise"].append(elementwise_seconds(timer))
+        for name in PASSES:
+            per_step[f"{name}_gemm"].append(totals[f"{name}_gemm"])
+            per_step[f"{name}_elementwise"].append(
+                elementwise_seconds(timer, name, f"{name}_gemm"))
         per_step["wait_for_peers"].append(totals["wait_for_peers"])
         per_step["all_reduce"].append(totals["all_reduce"])
         per_step["sgd_update"].append(totals["sgd_update"])
@@ -172,12 +183,6 @@ def profile_rank(rank: int, world_size: int, X: torch.Tensor, labels: torch.Tens
 
 def _to_device(t: torch.Tensor, dev: torch.device) -> torch.Tensor:
     return t.to(dev, non_blocking=True)
-
-
-def _forward_backward(params: model.Params, X: torch.Tensor, y: torch.Tensor, scale: float,
-                      reg: float, matmul: TimedMatMul) -> model.Params:
-    cache = model.forward(params, X, matmul)
-    return model.backward(params, cache, y, scale, reg, matmul)
 
 
 def busbw(algbw: float, world_size: int) -> float:

@@ -7,6 +7,7 @@ import torch
 
 from suites.common.data import LabData
 from suites.mlp import model
+from suites.mlp.host_copies import page_locked
 from suites.mlp.training import (
     MLPConfig,
     batch_bounds,
@@ -122,3 +123,14 @@ def test_non_positive_settings_are_refused(field, value):
 
 def test_gemm_flops_of_the_first_layer_is_2DHB():
     assert model.gemm_flops(3000, 512)["forward_layer0"] == 2 * 784 * 512 * 3000
+
+
+def test_page_locked_host_memory_is_the_same_memory_locked_for_the_block():
+    t = torch.arange(1024, dtype=torch.float32)
+    with page_locked(t) as locked:
+        assert locked.data_ptr() == t.data_ptr()
+        locked.add_(1)
+    assert t[0].item() == 1.0
+    with pytest.raises(ValueError, match="contiguous CPU tensor"):
+        with page_locked(torch.zeros(4, 4).t()):
+            pass

@@ -1,14 +1,18 @@
 """Questions 2.1 to 2.5: profile of one data-parallel training step and the lab's time model.
 
-Per phase: copy of the rank's batch to the device, the GEMMs, the element-wise work, the
-all_reduce, the SGD update. Then the FLOPs of the first-layer forward GEMM (2 D H B) and the rate
-it attains, host-to-device bandwidth from pageable and from pinned memory (GPU only: on a CPU
-there is no copy), all_reduce algbw and busbw, and the time model
+Per phase: copy of the rank's batch to the device, the forward pass's GEMMs and element-wise
+work, the backward pass's, the all_reduce, the SGD update; the forward pass against the backward
+pass (2.1). Then the FLOPs of the first-layer forward GEMM (2 D H B) and the rate it attains,
+host-to-device bandwidth from pinned memory (GPU only: on a CPU there is no copy; the batch copy
+from pageable and from pinned memory on either device is test_batch_copy_from_pageable_and_
+pinned_memory), all_reduce algbw and busbw, and the time model
     t = FLOPs / P_flops + bytes_h2d / P_pci + bytes_net / P_net
 with every P measured here, beside the measured step time.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import pytest
 import torch
@@ -16,7 +20,9 @@ import torch
 from pytest_hpml.distributed import run_distributed
 from suites.common.data import load
 from suites.mlp import model
+from suites.mlp.host_copies import PageLockRefused, page_locked
 from suites.mlp.step_profile import (
+    PASSES,
     PHASES,
     PhaseTimer,
     TimeModel,
@@ -40,10 +46,12 @@ PUBLISHED = [("first_gemm (X W0^T) in step", "time", 446e-6, "s"),
 
 
 # How each phase is timed, where it is not obvious.
+ELEMENTWISE_ON_GPU = ("*_elementwise: wall time of the pass outside its GEMMs, launches included "
+                      "(many small kernels: launching is their cost); the other GPU phases: "
+                      "CUDA events behind a GPU busy-wait")
 PHASE_NOTES = {
-    ("elementwise", "cuda"): "elementwise: wall time of forward and backward outside the GEMMs, "
-                             "launches included (many small kernels: launching is their cost); "
-                             "the other GPU phases: CUDA events behind a GPU busy-wait",
+    ("forward_elementwise", "cuda"): ELEMENTWISE_ON_GPU,
+    ("backward_elementwise", "cuda"): ELEMENTWISE_ON_GPU,
     ("wait_for_peers", "cuda"): "wait_for_peers: wall time of the barrier (the host waits)",
     ("step", "cuda"): "step: wall time, the profile's synchronizations and busy-waits included",
 }
@@ -92,10 +100,12 @@ def test_training_step_profile(hpml, device, data_root, mnist_dataset):
                        samples=phases[phase], note=PHASE_NOTES.get((phase, kind)))
             row.record("share_of_step", 100 * median(phases[phase]) / step, unit="%", better=None)
 
-    # First-layer forward GEMM (2 D H B at one rank's B rows): inside the steps, where the time
-    # model needs it, and alone in this process under the plugin's adaptive timer.
     rows = out["rows"]
     gemm_flops = model.gemm_flops(rows, config.hidden)
+    _forward_versus_backward(hpml, phases, gemm_flops, step)
+
+    # First-layer forward GEMM (2 D H B at one rank's B rows): inside the steps, where the time
+    # model needs it, and alone in this process under the plugin's adaptive timer.
     first = gemm_flops["forward_layer0"]
     with hpml.row(phase="first_gemm (X W0^T) in step") as row:
         row.setting("flops", first, unit="FLOP")
@@ -147,6 +157,78 @@ def test_training_step_profile(hpml, device, data_root, mnist_dataset):
     for i, total in enumerate(phases["step"]):
         parts = sum(phases[p][i] for p in PHASES if p != "step")
         assert 0 < parts <= total * 1.0001, f"step {i}: phases {parts:.3g} s > step {total:.3g} s"
+
+
+@pytest.mark.hpml_devices("cpu", "cuda")
+def test_batch_copy_from_pageable_and_pinned_memory(hpml, device):
+    """Questions 2.2 and 2.4: one rank's batch copied from pageable and from pinned host memory.
+    On a GPU, to the device (P_pci); on a CPU, into host memory, the source pageable or
+    page-locked with mlock (host_copies.py says why that is the CPU's answer)."""
+    hpml.experiment = "MLP Q2.2, Q2.4: copy of one rank's batch, pageable vs pinned host memory"
+    setup = SETUP[hpml.profile]
+    rows = setup["batch"] // _ranks(hpml.profile, hpml.device)
+    batch = torch.rand(rows, model.INPUT_SIZE, generator=torch.Generator().manual_seed(0))
+    nbytes = batch.numel() * batch.element_size()
+    on_gpu = hpml.device.type == "cuda"
+    hpml.param(copy="host to GPU" if on_gpu else "host to host (CPU: no device to copy to)",
+               rows=rows)
+    hpml.setting("bytes", nbytes, unit="B")
+    rates = {}
+    for memory in ("pageable", "pinned"):
+        with hpml.row(memory=memory) as row, contextlib.ExitStack() as held:
+            source = batch.clone()
+            if memory == "pinned":
+                if on_gpu:  # pragma: no cover - GPU only, never run on the CPU-only machine
+                    source = source.pin_memory()
+                else:
+                    try:
+                        held.enter_context(page_locked(source))
+                    except PageLockRefused as refused:
+                        row.param(status=f"not measured: {refused}")
+                        continue
+                    row.param(status="page-locked with mlock")
+            target = torch.empty(batch.shape, device=hpml.device)
+            timing = row.time(target.copy_, source, non_blocking=on_gpu and memory == "pinned",
+                              name="time")
+            rates[memory] = row.record_bandwidth("copy_bandwidth", nbytes, timing).value
+            row.check_close(target, batch, rtol=0, atol=0)  # the timed copies' own result
+    if len(rates) == 2:
+        hpml.record("pinned_over_pageable", rates["pinned"] / rates["pageable"], better=None,
+                    note="pinned_over_pageable: bandwidth from pinned over from pageable memory "
+                         "(about 1 on a CPU: only a DMA engine gains from pinned pages)")
+    with hpml.row(memory="pageable [published: seed report 000, V100, MPI]") as row:
+        row.reference("copy_bandwidth", 4.26e9, unit="B/s",
+                      source="seed report 000, V100 node, MPI + CUDA (its P_pci)")
+
+
+def _forward_versus_backward(hpml, phases: dict[str, list[float]], gemm_flops: dict[str, int],
+                             step: float) -> None:
+    """Question 2.1: the forward pass against the backward pass, each split into its GEMMs and
+    its element-wise work. The FLOPs are the GEMMs' (2 m n k each): about 2DHB in either pass,
+    since the backward pass never forms the input gradient dX."""
+    times = {}
+    for name in PASSES:
+        per_step = [g + e for g, e in zip(phases[f"{name}_gemm"], phases[f"{name}_elementwise"],
+                                          strict=True)]
+        flops = sum(v for k, v in gemm_flops.items() if k.startswith(name))
+        gemm = median(phases[f"{name}_gemm"])
+        times[name] = median(per_step)
+        with hpml.row(phase=f"{name} pass (GEMMs + element-wise)") as row:
+            row.setting("flops", flops, unit="FLOP")
+            row.record("time", times[name], unit="s", better="lower", samples=per_step)
+            row.record("share_of_step", 100 * times[name] / step, unit="%", better=None)
+            row.record("gemm_share", 100 * gemm / times[name], unit="%", better=None,
+                       note="gemm_share: the pass's GEMMs over the whole pass")
+            row.record("achieved_flops", flops / gemm, unit="FLOP/s", better="higher",
+                       note="achieved_flops of a pass: its GEMM FLOPs over its GEMMs' time")
+            if name == "backward":
+                row.record("backward_over_forward", times["backward"] / times["forward"],
+                           better=None, note="backward_over_forward: the backward pass's time "
+                           "over the forward pass's, for GEMM FLOPs about equal (2DHB each)")
+    fwd = sum(v for k, v in gemm_flops.items() if k.startswith("forward"))
+    bwd = sum(v for k, v in gemm_flops.items() if k.startswith("backward"))
+    # The lab's premise: the two passes do about the same GEMM work.
+    assert 0.9 < bwd / fwd < 1.2, (fwd, bwd)
 
 
 # -- the phase timer on a GPU, with a fake one -----------------------------------------------------
@@ -210,6 +292,7 @@ def test_elementwise_work_is_the_container_minus_its_gemms():
 
     timer("forward_backward", forward_backward, clock="host")
     assert timer.totals["gemm"] == pytest.approx(2e-3, abs=1e-12)
+    assert elementwise_seconds(timer, "forward_backward", "gemm") == elementwise_seconds(timer)
     # The two element-wise kernels and their launches; none of the GEMM's busy-wait.
     assert elementwise_seconds(timer) == pytest.approx(2e-3 + 2 * FakeStream.LAUNCH, abs=1e-12)
 

@@ -139,12 +139,21 @@ def measure_variant(lab: QuantizationLab, variant: Variant, images: torch.Tensor
     return Measurement(acc, fp32_acc, len(images), errors)
 
 
+def step_experiment(step: str) -> str:
+    """The table of one step ("b: int8 weights" -> "int8 post-training quantization, step b:
+    int8 weights"): each step's rows and columns apart, not one table 16 columns wide."""
+    return f"{EXPERIMENT}, step {step}" if step[1:2] == ":" else f"{EXPERIMENT}, {step}"
+
+
 def record_variant(hpml: Hpml, lab: QuantizationLab, variant: Variant,
-                   measured: Measurement) -> None:
-    """The variant's summary row (accuracy, drop from fp32, size) and a row per layer."""
-    hpml.experiment = EXPERIMENT
-    hpml.param(step=variant.step, variant=variant.name, data=lab.source,
-               test_images=measured.test_images, **variant.columns)
+                   measured: Measurement, name_column: bool = True) -> None:
+    """The variant's summary row (accuracy, drop from fp32, size) and a row per layer, in the
+    table of its step. name_column=False: the test's own parameter (weights=, calibration=)
+    already names the variant."""
+    hpml.experiment = step_experiment(variant.step)
+    if name_column:
+        hpml.param(variant=variant.name)
+    hpml.param(data=lab.source, test_images=measured.test_images, **variant.columns)
     hpml.record("accuracy", measured.accuracy, unit="%", better="higher")
     hpml.record("accuracy_drop", measured.drop, unit="%", better="lower",
                 note="accuracy drop: fp32 minus the variant, on the same test images")
@@ -156,5 +165,5 @@ def record_variant(hpml: Hpml, lab: QuantizationLab, variant: Variant,
 
 
 def fp32_variant(lab: QuantizationLab) -> Variant:
-    return Variant("fp32", "reference", lab.model, lab.model.layer_outputs,
+    return Variant("fp32 reference", "fp32", lab.model, lab.model.layer_outputs,
                    parameter_bytes(lab.model))

@@ -9,8 +9,9 @@ from suites.quantization.calibration import RangeStats
 
 
 def histogram(path: Path | None, values: torch.Tensor, stats: RangeStats, title: str,
-              extra_lines: dict[str, float] | None = None) -> None:
-    """Histogram (log counts) with the 3-sigma range and any clipping bounds marked."""
+              extra_lines: dict[str, float] | None = None, xlabel: str = "value") -> None:
+    """Histogram (log counts) with the 3-sigma range and any clipping bounds marked, each line
+    named in the legend."""
     if path is None:
         return
     import matplotlib
@@ -19,16 +20,16 @@ def histogram(path: Path | None, values: torch.Tensor, stats: RangeStats, title:
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.hist(values.flatten().numpy(), bins=100, log=True, color="tab:blue")
-    for x in stats.three_sigma:
-        ax.axvline(x, color="tab:orange", linestyle="--", linewidth=1)
+    for i, x in enumerate(stats.three_sigma):
+        ax.axvline(x, color="tab:orange", linestyle="--", linewidth=1,
+                   label="mean ± 3 std" if i == 0 else None)
     for label, x in (extra_lines or {}).items():
         ax.axvline(x, color="tab:red", linewidth=1, label=label)
     ax.set_title(f"{title}\nmin {stats.min:.3g} max {stats.max:.3g} mean {stats.mean:.3g} "
-                 f"std {stats.std:.3g} (dashed: mean +- 3 std)", fontsize=9)
-    ax.set_xlabel("value")
-    ax.set_ylabel("count")
-    if extra_lines:
-        ax.legend(fontsize=8)
+                 f"std {stats.std:.3g}", fontsize=9)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("count (log scale)")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

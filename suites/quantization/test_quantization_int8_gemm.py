@@ -87,13 +87,15 @@ def test_requantize_epilogue_is_bit_exact(hpml, device, shape):
     typical = 100 / (128 * 74 * k ** 0.5)
     multiplier = FixedPointMultiplier.from_real(
         typical * 10 ** (torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1))
-    for zero_point, qmin in ((0, 0), (-5, -128)):  # ReLU folded / plain asymmetric output
+    # ReLU folded (zero point 0, lower rail 0) and a plain asymmetric output: one check each.
+    for zero_point, qmin, name in ((0, 0, "max_rel_error"),
+                                   (-5, -128, "asymmetric_max_rel_error")):
         out = int8_gemm(a, b, bias=bias, multiplier=multiplier, zero_point=zero_point,
                         qmin=qmin, qmax=127)
         expected = int8_gemm_reference(a, b, bias=bias, multiplier=multiplier,
                                        zero_point=zero_point, qmin=qmin, qmax=127)
         assert out.dtype == torch.int8
-        hpml.check_close(out.cpu().int(), expected.cpu().int(), rtol=0, atol=0)
+        hpml.check_close(out.cpu().int(), expected.cpu().int(), rtol=0, atol=0, name=name)
     if m * n >= 100:  # enough outputs that a random problem reaches both rails and the middle
         values = out.cpu()
         assert (values == 127).any() and (values == -128).any() and (values.abs() < 100).any()

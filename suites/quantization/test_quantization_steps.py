@@ -1,7 +1,8 @@
 """The lab's five steps, each a test against the same trained fp32 reference (cached per
-session, see conftest.py). Every variant lands in one table, "int8 post-training
-quantization": accuracy, stored size in bytes, and per layer the max / mean |output - fp32
-output| on the same test images. Run one step alone with e.g. `pytest -m quantization -k step_e`.
+session, see conftest.py). Each step has its table, "int8 post-training quantization, step b:
+int8 weights" and so on: accuracy, its drop from fp32, stored size in bytes, and per layer the
+max / mean |output - fp32 output| on the same test images. Run one step alone with e.g.
+`pytest -m quantization -k step_e`.
 """
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ from suites.quantization.fake_quant import ActivationQuantizedCNN, quantize_weig
 from suites.quantization.int8_gemm import int8_gemm_reference, interpreting
 from suites.quantization.integer_model import MemoizedForward, integer_only_model
 from suites.quantization.lab import (
-    EXPERIMENT,
     Variant,
     fp32_variant,
     measure_variant,
     record_variant,
+    step_experiment,
 )
 from suites.quantization.plots import histogram
 from suites.quantization.scales import WEIGHT_QMAX
@@ -64,7 +65,7 @@ def test_step_a_visualize_weights(hpml, device, lab):
             row.record("w_3sigma_high", hi, better=None)
             row.record("w_within_3sigma", 100 * inside, unit="%", better=None)
         histogram(hpml.plot_path(f"quantization_weights_{name}.png"), weight, stats,
-                  f"{name} weights ({lab.source})")
+                  f"{name} weights ({lab.source})", xlabel=f"{name} weight value")
 
 
 @pytest.mark.int8
@@ -80,7 +81,7 @@ def test_step_b_quantize_weights(hpml, device, lab, weights):
     variant = Variant("b: int8 weights", weights, quantized, quantized.layer_outputs,
                       quantized.nbytes())
     measured = measure_variant(lab, variant)
-    record_variant(hpml, lab, variant, measured)
+    record_variant(hpml, lab, variant, measured, name_column=False)  # the weights= column
     assert measured.drop < BROKEN_DROP
 
 
@@ -102,7 +103,8 @@ def test_step_c_visualize_activations(hpml, device, lab):
             row.record(f"in_abs_p{PERCENTILE}", clip, better=None)
         histogram(hpml.plot_path(f"quantization_activations_{name}.png"), values, stats,
                   f"{name} input on {len(lab.calibration_images)} calibration images",
-                  {f"p{PERCENTILE} |x|": clip})
+                  {f"p{PERCENTILE} |x| (percentile clip)": clip},
+                  xlabel=f"{name} input activation value")
 
 
 @pytest.mark.int8
@@ -117,7 +119,7 @@ def test_step_d_quantize_activations(hpml, device, lab, calibration):
     variant = Variant("d: int8 weights + activations", calibration, model, model.layer_outputs,
                       model.nbytes(), {"weights": "per-channel"})
     measured = measure_variant(lab, variant)
-    record_variant(hpml, lab, variant, measured)
+    record_variant(hpml, lab, variant, measured, name_column=False)  # the calibration= column
     assert measured.drop < BROKEN_DROP
 
 
@@ -175,8 +177,8 @@ def test_integer_only_model_is_within_2_points_of_fp32_on_cifar10(hpml, device, 
                     "--hpml-data-root (add --hpml-download to fetch it)")
     model = integer_only_model(lab, hpml.device).with_gemm(int8_gemm_reference)
     drop = lab.fp32_accuracy - accuracy(model, lab.test_images, lab.test_labels)
-    hpml.experiment = EXPERIMENT
-    hpml.param(step="e: published bound", variant="max", data=lab.source)
+    hpml.experiment = step_experiment(STEP_E)
+    hpml.param(variant="max, published bound", data=lab.source)
     hpml.check("accuracy_drop", drop, at_most=2.0, unit="%")
     hpml.reference("published_max_drop", 2.0, unit="%",
                    source="Jacob et al. 2018, 8-bit integer-only inference")

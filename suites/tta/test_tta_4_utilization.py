@@ -40,9 +40,9 @@ CPU, GPU = {"device": "cpu"}, {"device": "cuda"}
                        where=GPU, ylabel="utilization [%]",
                        title="GPU core and memory utilization (NVML) while training")
 @pytest.mark.hpml_plot("tta_gpu_memory_used.png", kind="timeseries", y=["gpu_memory_used"],
-                       series="recipe", where=GPU, ylabel="GPU memory used [B]")
+                       series="recipe", where=GPU, ylabel="GPU memory used")
 @pytest.mark.hpml_plot("tta_sm_clock.png", kind="timeseries", y=["sm_clock"], series="recipe",
-                       where=GPU, ylabel="SM clock [Hz]")
+                       where=GPU, ylabel="SM clock")
 def test_device_utilization(hpml, device, recipe, tta_lab):
     recipe = tta_lab.recipe(recipe, hpml.device)
     data = tta_lab.data(recipe)

@@ -77,6 +77,10 @@ def record_cpu_adds(hpml: Hpml, x: torch.Tensor, y: torch.Tensor, cpu_sum: torch
             row.check_close(out, x + y if label == "C++ loop" else cpu_sum, rtol=0, atol=0)
             # Host work, timed on the host's clock even in a GPU test.
             timing = timings[label] = row.time(add, x, y, out, clock="host")
+            # The timed calls wrote `out` last: an add right once and wrong when repeated
+            # (state carried from call to call) fails here.
+            row.check_close(out, x + y if label == "C++ loop" else cpu_sum, rtol=0, atol=0,
+                            name="max_rel_error_timed")
             bandwidth = row.record_bandwidth("bandwidth", stream_bytes(n), timing).value
             if copy_bandwidth:
                 record_pct_copy_bandwidth(row, bandwidth, copy_bandwidth)

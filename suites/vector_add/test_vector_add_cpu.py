@@ -18,6 +18,10 @@ pytestmark = pytest.mark.vector_add
 @pytest.mark.hpml_sweep("k_million", quick=[0.01, 0.1, 1, 10], full=[1, 5, 10, 50, 100])
 @pytest.mark.hpml_pivot(index=["k_million"], columns="config",
                         metrics=["time", "bandwidth", "pct_copy_bandwidth", "speedup"])
+@pytest.mark.hpml_plot("vector_add_cpu.png", x="k_million", y="time", series="config",
+                       logx=True, logy=True, xlabel="K (million elements)",
+                       ylabel="time of the add (CPU)",
+                       title="vector add on the CPU: C++ loop and torch, log-log")
 def test_cpu_vector_add(hpml, k_million):
     hpml.experiment = "vector add on the CPU: C++ loop vs torch"
     require_cpp_loop()
