@@ -35,7 +35,11 @@ class MergePolicy:
     # at the new level (an accepted change), keeping the old level and when it changed: a
     # history mixing both levels would blind the check for later changes.
     judge: Judge | None = None
-    when: str = ""  # this save's date and time (ISO 8601), for the accepted levels
+    when: str = ""  # this save's date and time (ISO 8601; the store gives now by default)
+    commit: str | None = None  # the commit this save measured (machine/revision.py)
+    # The save's id in the file's saves table (compare/provenance.py), given by the store under
+    # its lock: each history entry and accepted level names the save that made it.
+    save_id: str = ""
     prune: frozenset[str] = frozenset()  # rows to drop (tests no longer in the suite)
 
 
@@ -59,7 +63,8 @@ def _merged_metric(new: Metric, old: dict[str, Any] | None, policy: MergePolicy
     accepted = list(old.get("accepted") or []) if old else []
     if level is not None:
         after = statistics.median(_process_values(new))
-        accepted.append({"on": policy.when, "before": level.baseline, "after": after})
+        accepted.append({"on": policy.when, "before": level.baseline, "after": after,
+                         **({"save": policy.save_id} if policy.save_id else {})})
         old = None  # the history starts at the new level
     # Every process of this run is one run of history: the spread between them is the noise
     # the next comparison weighs a change against; this save is one occasion of the history.
@@ -67,8 +72,9 @@ def _merged_metric(new: Metric, old: dict[str, Any] | None, policy: MergePolicy
     fresh = [v for v in new.runs or [] if math.isfinite(v)]
     added = [*fresh, new.value]
     saves = _save_counts(old, len(history))
+    ids = _save_ids(old, len(saves))
     history = (history + added)[-policy.keep:]
-    saves = _trimmed(saves + [len(added)], len(history))
+    saves, ids = _trimmed(saves + [len(added)], ids + [policy.save_id or None], len(history))
     relative_history = None
     relative_added = [v for v in new.relative_runs or [] if math.isfinite(v)]
     if new.relative is not None and len(relative_added) == len(fresh):
@@ -79,11 +85,14 @@ def _merged_metric(new: Metric, old: dict[str, Any] | None, policy: MergePolicy
     stored = replace(new, verdict=None, runs=None, relative_runs=None, history=history,
                      relative_history=relative_history, history_saves=saves,
                      accepted=accepted or None)
+    data = stored.to_dict()
+    if any(ids):
+        data["history_save_ids"] = ids
     said = None
     if level is not None:
         said = (f"{format_value(level.baseline, new.unit)} -> "
                 f"{format_value(accepted[-1]['after'], new.unit)} ({level.outcome})")
-    return stored.to_dict(), said
+    return data, said
 
 
 def _save_counts(old: dict[str, Any] | None, stored: int) -> list[int]:
@@ -96,17 +105,27 @@ def _save_counts(old: dict[str, Any] | None, stored: int) -> list[int]:
     return ([unaccounted] if unaccounted > 0 else []) + counts
 
 
-def _trimmed(counts: list[int], kept: int) -> list[int]:
-    """The save counts of the last `kept` values: the oldest saves lose what was dropped."""
+def _save_ids(old: dict[str, Any] | None, counted: int) -> list[str | None]:
+    """The id of each earlier save (aligned with _save_counts); None where unknown: values of a
+    file written before saves had ids, or before they were counted."""
+    ids = list((old or {}).get("history_save_ids") or [])[-counted:] if counted else []
+    return [None] * (counted - len(ids)) + ids
+
+
+def _trimmed(counts: list[int], ids: list[str | None], kept: int
+             ) -> tuple[list[int], list[str | None]]:
+    """The save counts (and ids) of the last `kept` values: the oldest saves lose what was
+    dropped, and a save left with none is dropped with its id."""
     excess = sum(counts) - kept
-    out = list(counts)
+    out, out_ids = list(counts), list(ids)
     while excess > 0 and out:
         take = min(excess, out[0])
         out[0] -= take
         excess -= take
         if out[0] == 0:
             out.pop(0)
-    return out
+            out_ids.pop(0)
+    return out, out_ids
 
 
 def merge(existing: dict[str, dict[str, Any]], records: list[Record],
