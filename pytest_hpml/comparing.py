@@ -7,7 +7,6 @@ damaged file stops the run at once, naming the file, instead of after hours of G
 
 from __future__ import annotations
 
-import datetime
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from pytest_hpml import policy
 from pytest_hpml.compare import baselines, confirm, history, noise, suite, verdicts
 from pytest_hpml.machine.fingerprint import fingerprint, machine_key, software_changes
+from pytest_hpml.machine.revision import current_commit
 from pytest_hpml.policy import marker_options, non_negative, path_option, positive, significance
 from pytest_hpml.report.files import Output, writable_problem
 from pytest_hpml.results import Record
@@ -262,7 +262,7 @@ class Comparison:
             keep=self.keep, reset=self.reset, prune=self.pruned,
             judge=lambda new, old: verdicts.compare_metric(new, old, self.tolerance, self.alpha,
                                                            drift=self.judging["drift"]),
-            when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+            commit=current_commit(self.config.rootpath))  # dated by the store, under its lock
         saved = baselines.save(self.path, fingerprint(), self.profile, passed, policy)
         if saved.levels:
             self.run.say_once(
