@@ -150,7 +150,7 @@ def _drawn(browser: Any, selector: str) -> Any:
 
     chart = browser.find_element(By.CSS_SELECTOR, selector)
     browser.execute_script("arguments[0].scrollIntoView()", chart)
-    WebDriverWait(browser, 30).until(lambda _: chart.get_attribute("data-drawn") == "1")
+    WebDriverWait(browser, 30).until(lambda _: chart.get_attribute("data-drawn"))
     return chart
 
 

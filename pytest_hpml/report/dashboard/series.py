@@ -115,7 +115,7 @@ def baseline_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
         elif path.exists():
             found.append(path)
         else:
-            problems.append(f"{path}: no such file or folder; it is left out of the dashboard")
+            problems.append(f"{path}: no such file or folder")
     return found, problems
 
 
@@ -182,8 +182,8 @@ def read_runs(paths: list[Path]) -> tuple[dict[tuple[str, str, str, str], Metric
                         runs[(machine, profile, record["id"], metric.name)] = metric
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError,
                 AttributeError) as exc:
-            problems.append(f"{path}: not a pytest-hpml JSON report ({exc!r}); its verdicts "
-                            "are left out of the dashboard")
+            problems.append(f"{path}: not a pytest-hpml JSON report ({exc!r}), so its "
+                            "verdicts are not shown")
     return runs, problems
 
 
@@ -197,8 +197,7 @@ def read(paths: list[Path], reports: list[Path] = ()) -> Found:
             found.series += read_baseline(path)
             found.files.append(path)
         except baselines.BaselineError as exc:
-            found.problems.append(f"{path}: {_reason(path, exc)}; it is left out of the "
-                                  "dashboard")
+            found.problems.append(f"{path}: {_reason(path, exc)}")
     runs, problems = read_runs(list(reports))
     found.problems += problems
     for s in found.series:

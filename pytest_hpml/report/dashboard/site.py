@@ -61,7 +61,8 @@ def slug(text: str, key: str) -> str:
 def _entries(found: series.Found, rules: judging.Rules) -> list[pages.Entry]:
     out = []
     for s in found.series:
-        page = "metrics/" + slug(f"{s.test.split('::')[-1]}-{s.name}", f"{s.test}|{s.name}")
+        function = s.test.split("::")[-1][:40]  # the metric's name kept whole in the file's
+        page = "metrics/" + slug(f"{function}-{s.name}", f"{s.test}|{s.name}")
         out.append(pages.Entry(s, judging.figures(s, rules), page + ".html",
                                slug(f"{s.row or 'row'}-{s.machine}", s.key)))
     out.sort(key=lambda e: (e.series.lab, e.series.test, e.series.name,
