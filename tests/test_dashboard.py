@@ -99,7 +99,7 @@ def test_a_history_chart_has_a_point_per_save_and_the_band_of_its_level(tmp_path
     traces = {t["name"]: t for t in figure["data"]}
     saves = traces["save (median)"]
     assert len(saves["x"]) == len(s.saves) and len(traces["processes"]["x"]) == 3 * len(s.saves)
-    assert all(commit_of(ACCEPT_AT)[:10] in saves["text"][0] for _ in [0])
+    assert f"commit {commit_of(ACCEPT_AT)[:10]}" in saves["text"][0]  # the first save since
     band = traces[f"detectable change ±{f.detectable:.1%}"]
     factor = 1e-6  # the chart is in us
     assert max(band["y"]) == pytest.approx(f.level * (1 + f.detectable) / factor)
