@@ -9,6 +9,8 @@ run: it uses the stage packages (compare, report, machine) and never a hook modu
         levels, machine and versions.
     python -m pytest_hpml seed RUN [--baselines DIR] [--profile quick|full]
         Seed this machine's baseline from a pytest-benchmark run (compare/seed.py).
+    python -m pytest_hpml dashboard BASELINES... [--report RUN.json]... -o SITE/
+        A static site of every metric's history (report/dashboard/).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pytest_hpml.compare.noise import DEFAULT_DRIFT
 from pytest_hpml.compare.verdicts import Rules
 from pytest_hpml.machine.fingerprint import SOFTWARE_KEYS, machine_key
 from pytest_hpml.report import files, tables
+from pytest_hpml.report.dashboard import command as dashboard_command
 from pytest_hpml.report.units import format_value
 from pytest_hpml.results import Record
 
@@ -245,6 +248,9 @@ def parser() -> argparse.ArgumentParser:
     sd.add_argument("--profile", choices=("quick", "full"), default=None,
                     help="the size profile of the runs to compare with (default: full with a "
                          "GPU, quick without, as pytest's)")
+    dsh = commands.add_parser("dashboard", help="a static site of every metric's history "
+                              "(baseline files, and the latest runs' reports)")
+    dashboard_command.add_arguments(dsh)
     return main
 
 
@@ -264,6 +270,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
                            allow_other_machine=args.allow_other_machine)
         if args.command == "show":
             return show(args.file, out)
+        if args.command == "dashboard":
+            return dashboard_command.run(args, out, sys.stderr)
         return seed_baseline(args.run, args.baselines, args.profile, out)
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)

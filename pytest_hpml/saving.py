@@ -12,7 +12,6 @@ rows in under its lock.
 
 from __future__ import annotations
 
-import datetime
 import math
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from pytest_hpml import policy, rerun
 from pytest_hpml.compare import baselines, engine, history, save_plan
 from pytest_hpml.machine import forkserver
 from pytest_hpml.machine.fingerprint import fingerprint
+from pytest_hpml.machine.revision import current_commit
 from pytest_hpml.policy import positive
 from pytest_hpml.report.files import Output
 from pytest_hpml.results import Record
@@ -134,7 +134,7 @@ class Save:
         pruned = self.stored.pruned
         merge = history.MergePolicy(
             keep=self.keep, reset=self.reset, prune=pruned,
-            when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+            commit=current_commit(self.config.rootpath))  # dated by the store, under its lock
         path = self.stored.path
         saved = baselines.save(path, fingerprint(), self.stored.profile, passed, merge)
         if saved.levels:

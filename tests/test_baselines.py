@@ -32,10 +32,15 @@ def _record(rid: str, value: float, samples: list[float] | None = None) -> Recor
 def test_save_then_load(tmp_path: Path) -> None:
     path = baselines.baseline_path(tmp_path, machine_key(HERE), "quick")
     assert path.name == "test-9000-x4cores-quick.json"
-    save(path, HERE, "quick", [_record("a", 1.0, [1.0, 1.1])])
+    samples = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0]
+    save(path, HERE, "quick", [_record("a", 1.0, samples)])
     base = load(path)
     assert base is not None and base.profile == "quick" and base.fingerprint == HERE
-    assert base.metrics_for("a")["time"].samples == [1.0, 1.1]
+    # What verdicts use of the run's samples, not the samples: how many, and the notch of
+    # their median (1.57 IQR / sqrt(n) over the median).
+    stored = base.metrics_for("a")["time"]
+    assert stored.samples is None and stored.n == 6
+    assert stored.within == pytest.approx(1.57 * 0.075 / 6 ** 0.5, rel=1e-6)
     assert base.metrics_for("nope") == {}
     assert json.loads(path.read_text())["schema"] == baselines.SCHEMA
 

@@ -15,7 +15,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[1]
 #: Imported by the plugin only where installed (a missing one is said once, never an error), or
 #: only by the feature that needs it (hpml.compile_kernel is given a Triton kernel).
-OPTIONAL = {"matplotlib": "plots", "pynvml": "nvml", "triton": "kernels"}
+OPTIONAL = {"matplotlib": "plots", "pynvml": "nvml", "triton": "kernels", "plotly": "dashboard"}
 #: What only the suites (or the tools) use; pytest plugins among them are left out with -p no:.
 SUITES_ONLY = ("triton", "torchvision", "numpy", "scipy")
 NO_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:benchmark")

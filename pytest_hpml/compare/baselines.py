@@ -21,11 +21,12 @@ import contextlib
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_hpml import __version__
+from pytest_hpml.compare import provenance
 from pytest_hpml.compare.history import MergePolicy, extend
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.machine.fingerprint import machine_key
@@ -54,6 +55,9 @@ class Baseline:
     fingerprint: dict[str, Any]
     profile: str
     records: dict[str, dict[str, Any]]  # record id -> record dict
+    # save id -> {"on": ISO date, "commit": sha or None} (compare/provenance.py); empty in
+    # files written before saves were recorded
+    saves: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def metrics_for(self, record_id: str) -> dict[str, Stored]:
         data = self.records.get(record_id)
@@ -160,14 +164,18 @@ def _schema_problem(path: Path, data: Any) -> BaselineError | None:
         "it was left untouched. Move it away or point --hpml-baselines at another folder.")
 
 
-def _check_document(data: dict[str, Any]) -> tuple[dict[str, Any], str, dict[str, Any]]:
-    """(fingerprint, profile, records by id) of a baseline document; _Invalid names what is
-    wrong. The one set of rules a load and a save both apply."""
+def _check_document(data: dict[str, Any]
+                    ) -> tuple[dict[str, Any], str, dict[str, Any], dict[str, Any]]:
+    """(fingerprint, profile, records by id, saves by id) of a baseline document; _Invalid
+    names what is wrong. The one set of rules a load and a save both apply."""
     try:
         records_list, profile = data["records"], data["profile"]
         fingerprint = _check_fingerprint(data["fingerprint"])
+        saves = provenance.check_table(data.get("saves"))
     except KeyError as exc:
         raise _Invalid(f"no {exc.args[0]!r}") from exc
+    except ValueError as exc:
+        raise _Invalid(str(exc)) from exc
     if not isinstance(records_list, list):
         raise _Invalid("records is not a list")
     if not isinstance(profile, str):
@@ -182,8 +190,12 @@ def _check_document(data: dict[str, Any]) -> tuple[dict[str, Any], str, dict[str
             raise _Invalid(f"record {r['id']!r}: metrics is not a list")
         for m in metrics:
             _check_metric(r["id"], m)
+            try:
+                provenance.check_metric(f"metric {m['name']!r} of {r['id']!r}", m, saves)
+            except ValueError as exc:
+                raise _Invalid(str(exc)) from exc
         records[r["id"]] = r
-    return fingerprint, profile, records
+    return fingerprint, profile, records, saves
 
 
 def parse(path: Path, text: str) -> Baseline:
@@ -201,10 +213,10 @@ def parse(path: Path, text: str) -> Baseline:
     if problem:
         raise problem
     try:
-        fingerprint, profile, records = _check_document(data)
+        fingerprint, profile, records, saves = _check_document(data)
     except _Invalid as exc:
         raise _damaged(path, str(exc)) from None
-    return Baseline(path, fingerprint, profile, records)
+    return Baseline(path, fingerprint, profile, records, saves)
 
 
 def load(path: Path) -> Baseline | None:
@@ -277,10 +289,16 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
             raise BaselineError(
                 f"baseline file {path} belongs to machine {machine_key(existing.fingerprint)!r}"
                 f", not this one ({machine_key(fingerprint)!r}); it was left untouched.")
+        # This save's entry in the saves table, under an id no save in the file holds.
+        table = dict(existing.saves) if existing else {}
+        when = policy.when or provenance.utc_now()
+        policy = replace(policy, when=when, save_id=provenance.new_save_id(when, table))
+        table[policy.save_id] = provenance.entry(when, policy.commit)
         try:
             merged, skipped, levels = extend(existing.records if existing else {}, records,
                                             policy)
             document = {"schema": SCHEMA, "fingerprint": fingerprint, "profile": profile,
+                        "saves": provenance.kept(table, merged.values()),
                         "records": [merged[k] for k in sorted(merged)]}
             text = _text(document)
             _check_document(json.loads(text))

@@ -31,7 +31,11 @@ class MergePolicy:
 
     keep: int = DEFAULT_KEEP  # runs of history kept per metric
     reset: bool = False  # restart the history of the saved rows (a hardware change)
-    when: str = ""  # this save's date and time (ISO 8601), for the accepted levels
+    when: str = ""  # this save's date and time (ISO 8601; the store gives now by default)
+    commit: str | None = None  # the commit this save measured (machine/revision.py)
+    # The save's id in the file's saves table (compare/provenance.py), given by the store under
+    # its lock: each history entry and accepted level names the save that made it.
+    save_id: str = ""
     prune: frozenset[str] = frozenset()  # rows to drop (tests no longer in the suite)
     # Where the values came from when another tool measured them (a pytest-benchmark run,
     # compare/seed.py): said by every verdict that rests on them, replaced by the next save.
@@ -62,7 +66,8 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
     if old is not None and verdict is not None and verdict.outcome in LEVEL_CHANGES:
         after = values.value
         before = verdict.baseline if verdict.baseline is not None else old.reference
-        accepted.append({"on": policy.when, "before": before, "after": after})
+        accepted.append({"on": policy.when, "before": before, "after": after,
+                         **({"save": policy.save_id} if policy.save_id else {})})
         said = f"{format_change(before, after, new.unit)} ({verdict.outcome})"
         old = None  # the history starts at the new level
     # Every process of this run is one run of history: the spread between them is the noise
@@ -70,8 +75,9 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
     added = [v for v in values.values if math.isfinite(v)]
     history = list(old.runs) if old else []
     saves = _save_counts(old, len(history))
+    ids = _save_ids(old, len(saves))
     history = (history + added)[-policy.keep:]
-    saves = _trimmed(saves + [len(added)], len(history))
+    saves, ids = _trimmed(saves + [len(added)], ids + [policy.save_id or None], len(history))
     relative_history = None
     if values.relative is not None and len(values.relative) == len(values.values):
         # Relative to the yardstick: only while every run timed it, so that it stays the tail
@@ -88,7 +94,8 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
                                "after": _kept_value(a["after"])} for a in accepted] or None,
                     seeded_from=policy.seeded_from,
                     n=len(new.samples) if new.samples else None,
-                    notch=_kept_value(median_uncertainty(new.samples or [])) or None)
+                    notch=_kept_value(median_uncertainty(new.samples or [])) or None,
+                    history_save_ids=ids if any(ids) else None)
     return stored, said
 
 
@@ -119,17 +126,27 @@ def _save_counts(old: Stored | None, stored: int) -> list[int]:
     return ([unaccounted] if unaccounted > 0 else []) + counts
 
 
-def _trimmed(counts: list[int], kept: int) -> list[int]:
-    """The save counts of the last `kept` values: the oldest saves lose what was dropped."""
+def _save_ids(old: Stored | None, counted: int) -> list[str | None]:
+    """The id of each earlier save (aligned with _save_counts); None where unknown: values of a
+    file written before saves had ids, or before they were counted."""
+    ids = list((old.history_save_ids if old else None) or [])[-counted:] if counted else []
+    return [None] * (counted - len(ids)) + ids
+
+
+def _trimmed(counts: list[int], ids: list[str | None], kept: int
+             ) -> tuple[list[int], list[str | None]]:
+    """The save counts (and ids) of the last `kept` values: the oldest saves lose what was
+    dropped, and a save left with none is dropped with its id."""
     excess = sum(counts) - kept
-    out = list(counts)
+    out, out_ids = list(counts), list(ids)
     while excess > 0 and out:
         take = min(excess, out[0])
         out[0] -= take
         excess -= take
         if out[0] == 0:
             out.pop(0)
-    return out
+            out_ids.pop(0)
+    return out, out_ids
 
 
 def extend(existing: dict[str, dict[str, Any]], records: list[Record],

@@ -41,7 +41,10 @@ class Stored:
     history: list[float] | None = None
     relative_history: list[float] | None = None
     history_saves: list[int] | None = None
-    # The changes saves accepted, oldest first: {"on": ISO date, "before", "after"}.
+    # The id of the save behind each entry of history_saves (compare/provenance.py; None where
+    # a file written before saves had ids does not know it).
+    history_save_ids: list[str | None] | None = None
+    # The changes saves accepted, oldest first: {"on": ISO date, "before", "after", "save"}.
     accepted: list[dict[str, Any]] | None = None
     # Where a value came from when another tool measured it (a pytest-benchmark run seeded
     # with `python -m pytest_hpml seed`): its between-run spread is unknown, and the first save

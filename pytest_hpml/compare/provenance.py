@@ -1,0 +1,115 @@
+"""Which save each stored value came from: the baseline file's table of saves (when each was
+made and the commit it measured) and the references to it.
+
+    "saves": {"<save id>": {"on": "2026-05-01T12:00:00+00:00", "commit": "<40 hex>" | null}}
+
+A measured metric's `history_save_ids` names the save of each entry of its `history_saves`
+(null for values saved before saves had ids), and an accepted level's `save` names the save
+that accepted it. A save id is the save's time in base 36 seconds (six characters until 2038),
+moved on by a second where a save of the same second holds it: short, unique within the file,
+and in time order. Entries no metric refers to any more are dropped at each save, so the table
+stays as small as the history it explains. Files written before the table existed have none:
+their saves' dates and commits are unknown, and read as such.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from typing import Any
+
+from pytest_hpml.machine.revision import full_sha
+
+DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def parse_time(text: str) -> datetime.datetime | None:
+    """An ISO 8601 date and time (a trailing Z read as UTC; no zone taken as UTC); None when
+    `text` is not one."""
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
+
+
+def _base36(number: int) -> str:
+    out = ""
+    while True:
+        number, digit = divmod(number, 36)
+        out = DIGITS[digit] + out
+        if not number:
+            return out
+
+
+def new_save_id(when: str, taken: Iterable[str]) -> str:
+    """The id of a save made at `when` (ISO 8601), unlike any in `taken`."""
+    moment = parse_time(when) or datetime.datetime.now(datetime.timezone.utc)
+    seconds = max(0, int(moment.timestamp()))
+    taken = set(taken)
+    while _base36(seconds) in taken:
+        seconds += 1
+    return _base36(seconds)
+
+
+def entry(when: str, commit: str | None) -> dict[str, Any]:
+    return {"on": when, "commit": full_sha(commit)}
+
+
+def referenced(records: Iterable[dict[str, Any]]) -> set[str]:
+    """The save ids the stored metrics of `records` refer to."""
+    found: set[str] = set()
+    for record in records:
+        for m in record.get("metrics", []):
+            found.update(i for i in m.get("history_save_ids") or [] if i)
+            found.update(a["save"] for a in m.get("accepted") or [] if a.get("save"))
+    return found
+
+
+def kept(table: dict[str, Any], records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The table less the saves no metric refers to, oldest first."""
+    used = referenced(records)
+    return {k: table[k] for k in sorted(table, key=lambda k: (str(table[k].get("on")), k))
+            if k in used}
+
+
+def check_table(table: Any) -> dict[str, dict[str, Any]]:
+    """The saves table of a document; ValueError says what is wrong with it."""
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise ValueError(f"saves is {type(table).__name__}, not an object of saves by id")
+    for key, save in table.items():
+        if not key or not isinstance(save, dict):
+            raise ValueError(f"save {key!r} is {save!r}, not {{'on': date, 'commit': sha}}")
+        if not isinstance(save.get("on"), str) or parse_time(save["on"]) is None:
+            raise ValueError(f"save {key!r}: on is {save.get('on')!r}, not an ISO 8601 date")
+        commit = save.get("commit")
+        if commit is not None and (not isinstance(commit, str) or full_sha(commit) != commit):
+            raise ValueError(f"save {key!r}: commit is {commit!r}, not a full commit hash "
+                             "(40 hex digits) or null")
+    return table
+
+
+def check_metric(where: str, m: dict[str, Any], table: dict[str, Any]) -> None:
+    """A stored metric's references to saves: aligned with its history_saves, and each in
+    the table; ValueError says what is wrong."""
+    ids = m.get("history_save_ids")
+    if ids is not None:
+        counts = m.get("history_saves")
+        if not isinstance(ids, list) or not isinstance(counts, list) or len(ids) != len(counts):
+            raise ValueError(f"{where}: history_save_ids holds {ids!r}, not one save id (or "
+                             f"null) for each of history_saves {counts!r}")
+        for i in ids:
+            if i is not None and (not isinstance(i, str) or i not in table):
+                raise ValueError(f"{where}: history_save_ids names save {i!r}, which the "
+                                 "file's saves table does not hold")
+    for level in m.get("accepted") or []:
+        save = level.get("save")
+        if save is not None and (not isinstance(save, str) or save not in table):
+            raise ValueError(f"{where}: an accepted level names save {save!r}, which the "
+                             "file's saves table does not hold")
