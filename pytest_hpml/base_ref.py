@@ -30,6 +30,8 @@ from pytest_hpml.session import add_option, is_controller, run_of
 
 #: Processes on each side behind the verdict of a suspected test.
 DEFAULT_PROCESSES = 3
+#: Tests of a file measured at REF in one process, at most.
+BATCH = 64
 
 
 class AtRef(engine.Source):
@@ -66,6 +68,9 @@ class RefRun:
         self.budget = engine.Budget(opt.hpml_compare_ref_budget)
         self.worktree: reference.Worktree | None = None  # the controller's, removed at the end
         self.broken: list[str] = []  # tests REF could not be measured for, and why
+        # The first process at REF of each test, measured a file's tests at a time: what it
+        # made, or why it could not (the test is not there, REF could not run at all).
+        self.first: dict[str, rerun.Fresh] = {}
 
     @property
     def label(self) -> str:
@@ -78,12 +83,41 @@ class RefRun:
             environ=lambda env: reference.ref_environment(env, self.mapping, root),
             sys_path=lambda entries: self.mapping.import_path(entries, root))
 
-    def at_ref(self, item: pytest.Item) -> rerun.Fresh:
-        """One fresh process of the test at REF."""
+    def at_ref(self, item: pytest.Item, nodeids: list[str] | None = None) -> rerun.Fresh:
+        """One fresh process at REF of the test (or of `nodeids`, the test among them)."""
         if self.mapping.moved(item.path) == str(item.path):
             return rerun.Fresh(absent={item.nodeid})  # its file is not at REF
         return self.budget.spend(lambda: rerun.run_fresh(
-            self.config, [item.nodeid], 1, self.place(), what=f"its process at {self.label}"))
+            self.config, nodeids or [item.nodeid], 1, self.place(),
+            what=f"its process at {self.label}"))
+
+    def first_at_ref(self, item: pytest.Item) -> rerun.Fresh:
+        """The test's first process at REF. The first test of a file to be judged has the
+        file's remaining tests measured at REF with it, in one process: a process per file, not
+        per test (seconds of start-up each, in a real project), and each test's measurement at
+        REF still within that file's run here. Under xdist a worker cannot know which tests it
+        runs next: there a process per test."""
+        if item.nodeid not in self.first:
+            batch = [item.nodeid]
+            if not hasattr(self.config, "workerinput"):
+                file = item.nodeid.split("::", 1)[0]
+                batch += [i.nodeid for i in item.session.items if i.nodeid != item.nodeid
+                          and i.nodeid.split("::", 1)[0] == file
+                          and i.nodeid not in self.first][:BATCH - 1]
+            found = self.at_ref(item, batch)
+            general = [p for p in found.problems
+                       if not any(p.startswith(f"{n}:") for n in batch)]
+            for nodeid in batch:
+                # Each test gets its own records and problems; what concerns the process as a
+                # whole goes with the test that asked for it.
+                own = [p for p in found.problems if p.startswith(f"{nodeid}:")]
+                self.first[nodeid] = rerun.Fresh(
+                    records=[[r for records in found.records for r in records
+                              if r.test == nodeid]] if found.records else [],
+                    problems=own + (general if nodeid == item.nodeid else []),
+                    absent=found.absent & {nodeid}, broken=found.broken,
+                    stopped=found.stopped)
+        return self.first.pop(item.nodeid)
 
     def here(self, item: pytest.Item) -> rerun.Fresh:
         """One fresh process of the test here, as a confirmation runs it."""
@@ -97,7 +131,7 @@ class RefRun:
                                        f"--hpml-compare-ref-budget of {self.budget.seconds:g} s "
                                        "is spent")
             return []
-        first = self.at_ref(item)
+        first = self.first_at_ref(item)
         if first.broken:
             # REF could not run at all (its conftest failed to import, a plugin it lacks):
             # nothing was compared, and saying `new` would pass a run that checked nothing.

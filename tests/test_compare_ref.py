@@ -234,3 +234,23 @@ def test_a_ref_that_cannot_be_measured_fails_and_says_why(pytester: pytest.Pytes
     result.stdout.fnmatch_lines([
         "*tests/test_bench.py::test_work: HEAD (*) could not be measured: its process at HEAD "
         "(*) exited 4 before running a test: *a_module_that_is_not_there*"])
+
+
+def test_a_files_tests_are_measured_at_ref_in_one_process(pytester: pytest.Pytester,
+                                                           project: Path) -> None:
+    # Issue 28: a process at REF per file, not per test (seconds of start-up each in a real
+    # project); a test that looks changed is still measured again in pairs of its own.
+    (project / "tests" / "test_many.py").write_text(
+        "import os\n\nimport pytest\n\nimport mypkg\n\n\n"
+        "@pytest.mark.parametrize('k', range(4))\ndef test_k(hpml, k):\n"
+        "    with open(os.environ['HPML_TEST_PROCESSES'], 'a') as log:\n"
+        "        log.write(f'{os.getpid()}:{mypkg.__file__}\\n')\n"
+        "    hpml.record('units', mypkg.WORK + k, better='lower', exact=True)\n")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "four tests")
+    result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD", "tests/test_many.py")
+    result.assert_outcomes(passed=4)
+    assert {v["outcome"] for v in verdicts.values()} == {"unchanged"}
+    at_ref = [line.split(":", 1)[0] for line in _imported_from()
+              if not line.split(":", 1)[1].startswith(str(project))]
+    assert len(at_ref) == 4 and len(set(at_ref)) == 1  # four tests, one process at REF
