@@ -231,6 +231,8 @@ def parser() -> argparse.ArgumentParser:
                      default=verdicts.DEFAULT_MAX_DETECTABLE, metavar="FRACTION",
                      help="a detectable change beyond this is a blind spot, as "
                           f"--hpml-max-detectable ({verdicts.DEFAULT_MAX_DETECTABLE}; 0: never)")
+    cmp.add_argument("--strict-blind-spots", action="store_true",
+                     help="a blind spot fails, as --hpml-strict-blind-spots")
     cmp.add_argument("--allow-missing", action="store_true",
                      help="rows of OLD that NEW lacks are said and do not fail (NEW ran part of "
                           "the suite)")
@@ -265,7 +267,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
                                "as 0.1, --alpha one in (0, 1)")
             return compare(args.old, args.new, args.format,
                            Rules(args.tolerance, args.alpha, args.drift,
-                                 args.max_detectable or None), out,
+                                 args.max_detectable or None, args.strict_blind_spots), out,
                            allow_missing=args.allow_missing,
                            allow_other_machine=args.allow_other_machine)
         if args.command == "show":

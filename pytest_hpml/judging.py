@@ -23,7 +23,8 @@ def rules_of(config: pytest.Config) -> Rules:
     if RULES_KEY not in config.stash:
         opt = config.option
         config.stash[RULES_KEY] = Rules(opt.hpml_tolerance, opt.hpml_alpha, opt.hpml_drift,
-                                        opt.hpml_max_detectable or None)
+                                        opt.hpml_max_detectable or None,
+                                        bool(opt.hpml_strict_blind_spots))
     return config.stash[RULES_KEY]
 
 
@@ -47,3 +48,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                help="a metric whose detectable change exceeds this is a blind spot, said in "
                     "the summary and the report with what would narrow it "
                     f"({verdicts.DEFAULT_MAX_DETECTABLE}; 0: never said)")
+    add_option(parser, "--hpml-strict-blind-spots", pin=True, rerun=False, action="store_true",
+               help="a comparison fails a metric whose detectable change exceeds "
+                    "--hpml-max-detectable (a blind spot), saying what would narrow it: CI "
+                    "that must see a change of that size fails where it cannot")

@@ -275,3 +275,21 @@ def test_the_assumed_drift_is_an_option_a_team_pins(pytester: pytest.Pytester) -
     bad = _run(pytester, [1.0], "--hpml-compare", "--hpml-drift=much")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--hpml-drift: 'much' is not a number; give a fraction*"])
+
+
+def test_a_strict_run_fails_a_blind_spot_and_says_what_would_narrow_it(
+        pytester: pytest.Pytester) -> None:
+    # Issue 33 item 9: CI that must see a change of the promised size fails where it cannot.
+    pytester.makepyfile(test_step=SPREAD_PROCESSES)
+    _run(pytester, [1.0, 1.2, 0.85], "--hpml-save-baseline", "--hpml-baseline-processes=3",
+         "--hpml-save-budget=all").assert_outcomes(passed=1)
+    said = _run(pytester, [1.05], "--hpml-compare", "--hpml-confirm=0")
+    said.assert_outcomes(passed=1)
+    strict = _run(pytester, [1.05], "--hpml-compare", "--hpml-confirm=0",
+                  "--hpml-strict-blind-spots")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*test_step.py::test_step time: a blind spot "
+                                 "(--hpml-strict-blind-spots): cannot detect a *x slowdown "
+                                 "here*"])
+    pytester.makeini("[pytest]\nhpml_strict_blind_spots = true\n")
+    _run(pytester, [1.05], "--hpml-compare", "--hpml-confirm=0").assert_outcomes(failed=1)

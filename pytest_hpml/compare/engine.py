@@ -255,6 +255,9 @@ def failures(record: Record, rules: Rules) -> list[str]:
                              "metric), call hpml.expect_missing(...) in the test")
         elif v.outcome == "incomparable":
             lines.append(f"{where(record)} {name}: {v.basis}")
+        if rules.strict_blind and v.blind and not (m is not None and m.derived_from):
+            lines.append(f"{where(record)} {name}: a blind spot (--hpml-strict-blind-spots): "
+                         f"{v.blind}")
     return lines
 
 

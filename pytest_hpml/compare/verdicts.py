@@ -38,6 +38,7 @@ import statistics
 from dataclasses import dataclass, replace
 from functools import partial
 
+from pytest_hpml.compare import modes
 from pytest_hpml.compare.noise import (
     DEFAULT_DRIFT,
     SPEED_UNITS,
@@ -80,6 +81,7 @@ class Rules:
     alpha: float = DEFAULT_ALPHA
     drift: float = DEFAULT_DRIFT  # assumed for times and rates until the history knows it
     max_detectable: float | None = DEFAULT_MAX_DETECTABLE  # blind spots beyond it (None: never)
+    strict_blind: bool = False  # a blind spot fails the comparison (--hpml-strict-blind-spots)
 
     def tolerance_of(self, metric: Metric, base: Stored | None = None) -> float:
         """The tolerance a metric's change is held to: its own, else 0 for an exact figure,
@@ -173,6 +175,18 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
                        basis=f"the value is {now.value}, not a number as in the baseline")
     if current.exact or base.exact:
         return _judge_exactly(current, now, base, tol)
+    found = modes.modal([v for v in base.runs if math.isfinite(v)], list(now.values))
+    if found is not None and len(found.stored) >= 2:
+        return _judge_modes(found, current, now, base, tol, rules, can_confirm, advice)
+    if found is not None and found.new and found.now >= 2:
+        # Some of this run's processes at the stored level, some in a mode the history never
+        # saw: a switch of modes, which says nothing of the code. The next save learns it.
+        said = (f"bimodal: this run's {len(now.values)} processes landed in {found.now} modes "
+                f"({found.describe()}), the baseline's runs in one; a switch of modes is not "
+                "judged, and a save learns the new mode")
+        return Verdict("ambiguous", baseline=base.reference, current=now.value,
+                       change=relative_change(base.reference, now.value), basis=said,
+                       blind=f"{said}: until then a change of this metric cannot be seen")
     raw, *relative = [_weigh(e, current, base, tol, rules) for e in _series(now, base)]
     said = ""
     if relative:
@@ -204,11 +218,12 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
 
 
 def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: float,
-           rules: Rules, can_confirm: int, note: str) -> Verdict:
-    """The verdict that the series `e` supports; `note` is added to its evidence."""
+           rules: Rules, can_confirm: int, note: str, baseline: float | None = None) -> Verdict:
+    """The verdict that the series `e` supports; `note` is added to its evidence; `baseline`:
+    the stored level the change is measured from (default: the stored runs' median)."""
     assert e.noise is not None
-    judged = partial(Verdict, baseline=base.reference, current=now.value, change=e.change,
-                     mdc=e.mdc, relative=bool(e.label))
+    judged = partial(Verdict, baseline=base.reference if baseline is None else baseline,
+                     current=now.value, change=e.change, mdc=e.mdc, relative=bool(e.label))
     evidence = e.noise.describe() + note
     if e.label:
         as_measured = relative_change(base.reference, now.value)
@@ -241,6 +256,31 @@ def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: flo
     return judged("regressed" if worse else "improved", p_value=p_value,
                   basis=f"{e.change:+.1%} beyond the {pct(e.mdc)} this machine can detect; "
                         f"{len(e.now)} process(es): {shown}; {evidence}")
+
+
+def _judge_modes(found: modes.Modal, current: Metric, now: Replicates, base: Stored,
+                 tol: float, rules: Rules, can_confirm: int, advice: Advice) -> Verdict:
+    """A metric whose stored runs hold several modes: each value measured from the level of the
+    mode nearest to it, stored runs and this run's processes alike, and judged as measured
+    (the yardstick's view of a mode switch would be noise)."""
+    def normal(values: list[float]) -> list[float]:
+        return [v / found.nearest(v) if v > 0 and math.isfinite(v) else v for v in values]
+
+    saves = base.history_saves if base.history else None
+    e = _weigh(Evidence("", normal(base.runs), saves, normal(list(now.values))), current,
+               base, tol, rules)
+    if e.noise is None:
+        return Verdict("ambiguous", baseline=base.reference, current=now.value,
+                       basis="the baseline holds no number to compare with")
+    anchor = found.nearest(now.value) if now.value > 0 else base.reference
+    verdict = _judge(e, current, now, base, tol, rules, can_confirm,
+                     f"; bimodal: {found.describe()} (learned from the stored runs), each "
+                     "value measured from its nearest mode", baseline=anchor)
+    noisy = e.noise.mdc(0.0, rules.alpha)
+    if rules.max_detectable and noisy > rules.max_detectable:
+        verdict = replace(verdict, blind=blind_spot(e.noise, noisy, rules.max_detectable,
+                                                    rules.alpha, advice))
+    return verdict
 
 
 def _judge_exactly(current: Metric, now: Replicates, base: Stored, tol: float) -> Verdict:

@@ -1,0 +1,108 @@
+"""Benchmarks whose processes land in one of a few modes: a JSON library's calls take about
+2.5 ms in one process and 6.8 ms in the next (hash seeds, memory layout), so the median of a
+process is one of two levels, and which one is chance. A baseline that saw only the fast mode,
+and a comparison whose processes land in the slow one, would confirm a 2.7x "regression" of
+unchanged code.
+
+The modes are found where they show, in the values of processes (the stored runs, across every
+save, and this run's): groups whose levels lie much farther apart (30 % at least, and six times
+the spread inside the groups) than their members do. A benchmark whose history holds several
+modes is judged against the mode nearest to each of this run's processes: a process at a known
+mode is no change; one beyond every mode is measured from the nearest. A run whose processes
+land in several modes where the history knows one has switched modes: said, never failed, and
+the next save learns the new mode.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+#: Modes lie at least this far apart (in logs: 30 %).
+MODE_GAP = math.log(1.3)
+#: ... and the gap between them is at least this many times the spread inside them.
+SEPARATION = 6.0
+
+
+def _logs(values: list[float]) -> list[float]:
+    return sorted(math.log(v) for v in values if v > 0 and math.isfinite(v))
+
+
+def _spread(groups: list[list[float]]) -> float | None:
+    """The pooled standard deviation (in logs) inside the groups of two or more."""
+    parts = [g for g in groups if len(g) >= 2]
+    dof = sum(len(g) - 1 for g in parts)
+    if not dof:
+        return None
+    return math.sqrt(sum(statistics.variance(g) * (len(g) - 1) for g in parts) / dof)
+
+
+def split(values: list[float]) -> list[list[float]]:
+    """`values` in groups of one mode each, lowest first (in logs); one group where there are
+    no clear modes, or fewer than three values."""
+    logs = _logs(values)
+    if len(logs) < 3:
+        return [logs] if logs else []
+    return _split(logs)
+
+
+def _split(logs: list[float]) -> list[list[float]]:
+    """Cut the sorted logs at every gap wide enough to part modes: first every gap of
+    MODE_GAP or more, then only those wider than SEPARATION times the spread inside the groups
+    they leave, until the cuts hold (a mode's own spread is measured without the other modes
+    inflating it)."""
+    gaps = [b - a for a, b in zip(logs, logs[1:], strict=False)]
+    cuts = {i for i, gap in enumerate(gaps) if gap >= MODE_GAP}
+    while cuts:
+        groups = _groups(logs, cuts)
+        spread = _spread(groups)
+        if spread is None:
+            return [logs]  # no group of two: nothing tells modes from noise
+        kept = {i for i in cuts if gaps[i] >= SEPARATION * spread}
+        if kept == cuts:
+            return groups
+        cuts = kept
+    return [logs]
+
+
+def _groups(logs: list[float], cuts: set[int]) -> list[list[float]]:
+    groups, start = [], 0
+    for i in sorted(cuts):
+        groups.append(logs[start:i + 1])
+        start = i + 1
+    return groups + [logs[start:]]
+
+
+@dataclass(frozen=True)
+class Modal:
+    """The modes of a metric's processes: the stored ones' levels, and where this run's
+    processes land."""
+
+    stored: list[float]  # the levels (geometric medians) of the modes the history holds
+    now: int  # the modes this run's processes land in
+    new: bool  # some of this run's processes land in a mode the history does not hold
+
+    def nearest(self, value: float) -> float:
+        """The stored mode's level nearest to `value` (in logs)."""
+        return min(self.stored, key=lambda level: abs(math.log(level) - math.log(value)))
+
+    def describe(self) -> str:
+        return ("modes at " + ", ".join(f"{level:.4g}" for level in self.stored))
+
+
+def modal(history: list[float], now: list[float]) -> Modal | None:
+    """The modes of the stored runs and this run's processes together; None where they show
+    none (one group)."""
+    groups = split(history + now)
+    if len(groups) < 2:
+        return None
+    stored_logs, now_logs = set(_logs(history)), _logs(now)
+
+    def level(group: list[float]) -> float:
+        return math.exp(statistics.median(group))
+
+    stored = [level(g) for g in groups if any(x in stored_logs for x in g)]
+    landed = [g for g in groups if any(x in now_logs for x in g)]
+    new = any(not any(x in stored_logs for x in g) for g in landed)
+    return Modal(stored, len(landed), new)
