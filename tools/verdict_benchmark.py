@@ -10,6 +10,7 @@ trial, and which goes first alternates between trials, so both see the same mach
 
     python tools/verdict_benchmark.py --trials 10 --out hpml-out/verdicts
     python tools/verdict_benchmark.py --trials 10 --before 2a74992   # + the plugin at a commit
+    python tools/verdict_benchmark.py --trials 10 --workload slow-tail  # a tenth of calls 10x
     python tools/verdict_benchmark.py --suite --minutes 20            # a suite over a day
 
 --suite runs the suite mode (tools/verdict_suite.py): twelve benchmarks, one save, unchanged
@@ -51,6 +52,23 @@ HPML_SUITE = COMMON + '''
 def test_torch_add(hpml):
     t = hpml.time(torch.add, a, b)
     hpml.record_bandwidth("bandwidth", 3 * 4 * N, t)  # the nominal bytes: more work is slower
+'''
+# --workload slow-tail: allocating, adding and summing 2M floats, whose slowest tenth of calls
+# (fresh pages from the allocator) take ten times the others (issue 33 item 9).
+SLOW_TAIL = '''
+
+def work():
+    return (torch.rand(a.numel()) + b).sum()
+'''
+SLOW_TAIL_HPML = COMMON + SLOW_TAIL + '''
+
+def test_slow_tail(hpml):
+    hpml.time(work)
+'''
+SLOW_TAIL_BENCHMARK = COMMON + SLOW_TAIL + '''
+
+def test_slow_tail(benchmark):
+    benchmark(work)
 '''
 # The suite as a user of the earlier plugin wrote it (no derived-metric API there).
 HPML_SUITE_BEFORE = COMMON + '''
@@ -94,13 +112,18 @@ def _suite(folder: Path, name: str, source: str) -> Path:
     return folder
 
 
-def tools(out: Path, before: str | None) -> list[Tool]:
+WORKLOADS = {"add": (HPML_SUITE, BENCHMARK_SUITE), "slow-tail": (SLOW_TAIL_HPML,
+                                                                  SLOW_TAIL_BENCHMARK)}
+
+
+def tools(out: Path, before: str | None, workload: str = "add") -> list[Tool]:
+    hpml_suite, benchmark_suite = WORKLOADS[workload]
     found = [
-        Tool("pytest-hpml", _suite(out / "hpml", "test_user.py", HPML_SUITE),
+        Tool("pytest-hpml", _suite(out / "hpml", "test_user.py", hpml_suite),
              ["-p", "no:benchmark", "--hpml-save-baseline", f"--hpml-baselines={out}/hpml/b"],
              ["-p", "no:benchmark", "--hpml-compare", f"--hpml-baselines={out}/hpml/b"]),
         Tool("pytest-benchmark", _suite(out / "benchmark", "test_user_bench.py",
-                                        BENCHMARK_SUITE),
+                                        benchmark_suite),
              ["-p", "no:hpml", "--benchmark-save=base",
               f"--benchmark-storage={out}/benchmark/.benchmarks"],
              ["-p", "no:hpml", "--benchmark-compare=0001",
@@ -113,7 +136,8 @@ def tools(out: Path, before: str | None) -> list[Tool]:
             subprocess.run(["git", "worktree", "add", "--detach", str(tree), before], cwd=ROOT,
                            check=True, capture_output=True)
         found.append(Tool(f"pytest-hpml ({before})",
-                          _suite(out / "before", "test_user.py", HPML_SUITE_BEFORE),
+                          _suite(out / "before", "test_user.py",
+                                 HPML_SUITE_BEFORE if workload == "add" else hpml_suite),
                           ["-p", "no:benchmark", "--hpml-save-baseline",
                            f"--hpml-baselines={out}/before/b"],
                           ["-p", "no:benchmark", "--hpml-compare",
@@ -122,14 +146,15 @@ def tools(out: Path, before: str | None) -> list[Tool]:
     return found
 
 
-def run(out: Path, trials: int, before: str | None, log=print) -> list[Tool]:
+def run(out: Path, trials: int, before: str | None, log=print, workload: str = "add"
+        ) -> list[Tool]:
     if out.exists():
         shutil.rmtree(out / "runs", ignore_errors=True)
         shutil.rmtree(out / "hpml", ignore_errors=True)
         shutil.rmtree(out / "benchmark", ignore_errors=True)
         shutil.rmtree(out / "before", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    everyone = tools(out, before)
+    everyone = tools(out, before, workload)
     for tool in everyone:
         code, _, text = _pytest(tool, tool.save, 1.0)
         if code != 0:
@@ -173,6 +198,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "hpml-out" / "verdicts")
     parser.add_argument("--before", metavar="REV", default=None,
                         help="also run pytest-hpml at this git revision (a worktree)")
+    parser.add_argument("--workload", choices=list(WORKLOADS), default="add",
+                        help="add: a 2M-element torch add; slow-tail: allocate, add and sum 2M "
+                             "floats, a tenth of the calls ten times slower (add)")
     suite = parser.add_argument_group("suite mode")
     suite.add_argument("--suite", action="store_true",
                        help="a suite of twelve benchmarks over a working day (verdict_suite.py)")
@@ -198,7 +226,7 @@ def main() -> None:
         print()
         print(verdict_suite.suite_table(everyone))
         return
-    everyone = run(args.out, args.trials, args.before)
+    everyone = run(args.out, args.trials, args.before, workload=args.workload)
     print()
     print(table(everyone))
 
