@@ -1,0 +1,163 @@
+"""What a save, a compare and --hpml-compare-ref cost against a plain run, and pytest-hpml's
+compare against pytest-benchmark's, on one suite of a team's kind (issue 28): every command a
+fresh `python -m pytest` process of the same suite, the commands taking turns in each trial
+(the order rotating between trials), whole-process wall times, medians over the trials.
+
+The suite is written for pytest-benchmark's `benchmark` fixture, which both tools serve: 24
+benchmarks of different kinds and sizes (torch elementwise and reductions, matmuls, a 2-layer
+MLP forward, a tokenizer-like string split, sorts, a size sweep), in a git repository of its
+own (--hpml-compare-ref=HEAD needs one), saved once per tool before the trials.
+
+    python tools/cost_ratios.py --trials 5 --out hpml-out/cost
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SUITE = '''import re
+
+import pytest
+import torch
+
+torch.manual_seed(0)
+TEXT = " ".join(f"word{i % 977}" for i in range(20_000))
+
+
+@pytest.mark.parametrize("n", [10_000, 100_000, 1_000_000])
+def test_add(benchmark, n):
+    a, b = torch.rand(n), torch.rand(n)
+    benchmark(torch.add, a, b)
+
+
+@pytest.mark.parametrize("n", [10_000, 100_000, 1_000_000])
+def test_sum(benchmark, n):
+    a = torch.rand(n)
+    benchmark(torch.sum, a)
+
+
+@pytest.mark.parametrize("n", [64, 128, 256])
+def test_matmul(benchmark, n):
+    a, b = torch.rand(n, n), torch.rand(n, n)
+    benchmark(torch.mm, a, b)
+
+
+@pytest.mark.parametrize("batch", [32, 128, 512])
+def test_mlp_forward(benchmark, batch):
+    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(),
+                                torch.nn.Linear(256, 10))
+    x = torch.rand(batch, 784)
+    with torch.no_grad():
+        benchmark(model, x)
+
+
+@pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
+def test_sort(benchmark, n):
+    data = torch.rand(n).tolist()
+    benchmark(sorted, data)
+
+
+@pytest.mark.parametrize("words", [1_000, 5_000, 20_000])
+def test_tokenize(benchmark, words):
+    text = " ".join(TEXT.split()[:words])
+    benchmark(re.findall, r"\\w+", text)
+
+
+@pytest.mark.parametrize("n", [1_000, 100_000])
+def test_softmax(benchmark, n):
+    x = torch.rand(16, n // 16)
+    benchmark(torch.softmax, x, 1)
+
+
+@pytest.mark.parametrize("n", [4_096, 65_536])
+def test_cumsum(benchmark, n):
+    x = torch.rand(n)
+    benchmark(torch.cumsum, x, 0)
+
+
+def test_layer_norm(benchmark):
+    x = torch.rand(64, 1024)
+    layer = torch.nn.LayerNorm(1024)
+    with torch.no_grad():
+        benchmark(layer, x)
+'''
+
+HPML = ["-p", "no:benchmark"]
+BENCH = ["-p", "no:hpml"]
+
+
+def _pytest(folder: Path, args: list[str]) -> tuple[int, float, str]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           *args], cwd=folder, capture_output=True, text=True, timeout=3600)
+    return done.returncode, time.perf_counter() - started, done.stdout[-3000:]
+
+
+def project(out: Path) -> Path:
+    folder = out / "suite"
+    shutil.rmtree(out, ignore_errors=True)
+    folder.mkdir(parents=True)
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    (folder / "test_team.py").write_text(SUITE)
+    (folder / ".gitignore").write_text("baselines/\n.benchmarks/\n")
+    git = ["git", "-c", "user.name=cost", "-c", "user.email=cost@localhost"]
+    for step in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "suite"]):
+        subprocess.run([*git, *step], cwd=folder, check=True, capture_output=True)
+    return folder
+
+
+COMMANDS = {
+    "plain run (pytest-hpml)": HPML,
+    "save (pytest-hpml)": [*HPML, "--hpml-save-baseline", "--hpml-baselines=trial"],
+    "compare (pytest-hpml)": [*HPML, "--hpml-compare", "--hpml-baselines=baselines"],
+    "compare (pytest-benchmark)": [*BENCH, "--benchmark-compare=0001",
+                                   "--benchmark-compare-fail=median:10%"],
+    "--hpml-compare-ref=HEAD": [*HPML, "--hpml-compare-ref=HEAD"],
+    "plain run (pytest-benchmark)": BENCH,
+}
+RATIOS = [("save (pytest-hpml)", "plain run (pytest-hpml)", 1.5),
+          ("compare (pytest-hpml)", "compare (pytest-benchmark)", 1.1),
+          ("--hpml-compare-ref=HEAD", "compare (pytest-hpml)", 2.0)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=ROOT / "hpml-out" / "cost")
+    args = parser.parse_args()
+    folder = project(args.out)
+    for name, setup in (("pytest-hpml", [*HPML, "--hpml-save-baseline"]),
+                        ("pytest-benchmark", [*BENCH, "--benchmark-save=base"])):
+        code, _, text = _pytest(folder, setup)
+        if code:
+            raise SystemExit(f"saving {name}'s baseline failed:\n{text}")
+    seconds: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    names = list(COMMANDS)
+    for trial in range(args.trials):
+        shift = trial % len(names)
+        for name in names[shift:] + names[:shift]:
+            shutil.rmtree(folder / "trial", ignore_errors=True)  # each save its first
+            code, took, text = _pytest(folder, COMMANDS[name])
+            seconds[name].append(took)
+            print(f"trial {trial + 1}/{args.trials} {name:30s} exit {code} in {took:.1f} s",
+                  flush=True)
+    print("\n| command | median s | min s | max s |\n|---|---|---|---|")
+    for name, took in seconds.items():
+        print(f"| {name} | {statistics.median(took):.1f} | {min(took):.1f} | "
+              f"{max(took):.1f} |")
+    print("\n| ratio | measured | target |\n|---|---|---|")
+    for top, bottom, target in RATIOS:
+        ratio = statistics.median(seconds[top]) / statistics.median(seconds[bottom])
+        print(f"| {top} / {bottom} | {ratio:.2f} | {target} |")
+
+
+if __name__ == "__main__":
+    main()
