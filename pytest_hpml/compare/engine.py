@@ -48,6 +48,12 @@ def merge(before: Replicates, fresh: Iterable[Metric]) -> Replicates:
     return Replicates(values, (*before.relative, *relative) if keep else None)  # type: ignore
 
 
+def processes_of(values: Iterable[float]) -> Replicates:
+    """Values of processes measured together, the first the test's own (a save's, read back
+    from its history), as one run's replicates."""
+    return Replicates(tuple(values))
+
+
 def add_processes(records: list[Record], processes: list[list[Record]]) -> None:
     """Fold what fresh processes measured (each a list of records) into `records`: every
     measured metric of a row gets the values of the same metric of the same row."""

@@ -15,7 +15,7 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
-from pytest_hpml.compare import noise, verdicts
+from pytest_hpml.compare import engine, noise, verdicts
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import Rules
 from pytest_hpml.report.dashboard.series import Series
@@ -103,7 +103,7 @@ def _latest_save(s: Series) -> tuple[Metric, Replicates]:
     values = s.saves[-1].values
     m = s.metric
     return (Metric(m.name, values[0], m.unit, m.better, tolerance=m.tolerance, exact=m.exact,
-                   derived_from=m.derived_from), Replicates(tuple(values)))
+                   derived_from=m.derived_from), engine.processes_of(values))
 
 
 def _accepted_by_latest(s: Series) -> Verdict | None:
