@@ -20,7 +20,7 @@ from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import Rules
 from pytest_hpml.report.dashboard.series import Series
 from pytest_hpml.report.units import format_value
-from pytest_hpml.results import Metric, Replicates, Verdict
+from pytest_hpml.results import Metric, Record, Replicates, Verdict
 
 # -- the engine, through these alone --------------------------------------------------------------
 
@@ -31,8 +31,10 @@ def level_of(metric: Stored) -> float:
 
 def judge(current: Metric, values: Replicates, base: Stored, rules: Rules) -> Verdict | None:
     """The verdict --hpml-compare gives `current` (measured in the processes `values`) against
-    `base` (no confirmation runs)."""
-    return verdicts.judge_metric(current, values, base, rules)
+    `base` (no confirmation runs): the engine's, on a row of that one metric."""
+    row = Record("", "", metrics=[current], replicates={current.name: values})
+    engine.judge(row, {current.name: base}, rules)
+    return row.verdict(current.name)
 
 
 def noise_of(values: list[float], counts: list[int], metric: Stored, rules: Rules
