@@ -23,8 +23,10 @@ def test_modes_are_groups_far_apart_compared_with_their_spread() -> None:
     assert len(modes.split([FAST, FAST * 1.01, SLOW, SLOW * 0.99, FAST * 0.99])) == 2
     # A noisy machine's spread is not a mode: no gap stands out from it.
     assert len(modes.split([1.0, 1.2, 0.85, 1.1, 0.9, 1.15])) == 1
-    # Two values are too few to tell modes from noise.
+    # Two values are too few to tell modes from noise, and a mode is two processes at least:
+    # one process apart, beside processes that agree to the digit, is an outlier or a change.
     assert len(modes.split([FAST, SLOW])) == 1
+    assert len(modes.split([4.0, 4.0, 4.0, 4.4, 6.0])) == 1
 
 
 def test_a_process_at_a_mode_the_history_knows_is_no_change() -> None:

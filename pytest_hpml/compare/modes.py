@@ -5,12 +5,12 @@ and a comparison whose processes land in the slow one, would confirm a 2.7x "reg
 unchanged code.
 
 The modes are found where they show, in the values of processes (the stored runs, across every
-save, and this run's): groups whose levels lie much farther apart (30 % at least, and six times
-the spread inside the groups) than their members do. A benchmark whose history holds several
-modes is judged against the mode nearest to each of this run's processes: a process at a known
-mode is no change; one beyond every mode is measured from the nearest. A run whose processes
-land in several modes where the history knows one has switched modes: said, never failed, and
-the next save learns the new mode.
+save, and this run's): groups of two processes or more whose levels lie much farther apart (30 %
+at least, and six times the spread inside the groups) than their members do. A benchmark whose
+history holds several modes is judged against the mode nearest to each of this run's processes:
+a process at a known mode is no change; one beyond every mode is measured from the nearest. A
+run whose processes land in several modes where the history knows one has switched modes:
+said, never failed, and the next save learns the new mode.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 #: Modes lie at least this far apart (in logs: 30 %).
 MODE_GAP = math.log(1.3)
-#: ... and the gap between them is at least this many times the spread inside them.
+#: ... and the gap between them is at least this many times the spread inside them,
 SEPARATION = 6.0
+#: ... taken as 1 % at least (processes that agree to the digit tell nothing of it).
+MIN_SPREAD = math.log(1.01)
 
 
 def _logs(values: list[float]) -> list[float]:
@@ -56,14 +58,28 @@ def _split(logs: list[float]) -> list[list[float]]:
     cuts = {i for i, gap in enumerate(gaps) if gap >= MODE_GAP}
     while cuts:
         groups = _groups(logs, cuts)
-        spread = _spread(groups)
-        if spread is None:
-            return [logs]  # no group of two: nothing tells modes from noise
+        # A mode is seen in two processes at least: one process apart is an outlier, or a
+        # change, and the verdict weighs it as such.
+        lone = _lone_cuts(groups, cuts)
+        if lone:
+            cuts -= lone
+            continue
+        spread = max(_spread(groups) or 0.0, MIN_SPREAD)
         kept = {i for i in cuts if gaps[i] >= SEPARATION * spread}
         if kept == cuts:
             return groups
         cuts = kept
     return [logs]
+
+
+def _lone_cuts(groups: list[list[float]], cuts: set[int]) -> set[int]:
+    """The cuts beside a group of one value."""
+    ordered = sorted(cuts)
+    lone = set()
+    for k, group in enumerate(groups):
+        if len(group) < 2:
+            lone |= {ordered[j] for j in (k - 1, k) if 0 <= j < len(ordered)}
+    return lone
 
 
 def _groups(logs: list[float], cuts: set[int]) -> list[list[float]]:
