@@ -191,9 +191,14 @@ class HostBoundGpu:
     clock in seconds, for CudaClock."""
 
     def __init__(self, idle_mhz: float = 400.0, loaded_mhz: float = 1600.0,
-                 ramp_ms: float = 20.0, launch_ms: float = 0.005) -> None:
+                 ramp_ms: float = 20.0, launch_ms: float = 0.005,
+                 queue_depth: int | None = None) -> None:
         self.idle_mhz, self.loaded_mhz, self.ramp_ms = idle_mhz, loaded_mhz, ramp_ms
         self.launch_ms = launch_ms  # what each launch or event record costs the host
+        # A real stream holds a bounded number of queued launches: past it the host blocks
+        # in the launch until the GPU finishes the oldest (None: unbounded).
+        self.queue_depth = queue_depth
+        self._pending: list[float] = []  # when each queued launch will be done
         self.host_ms = 0.0
         self.free_ms = 0.0  # when the GPU is done with what was queued
         self.busy_since: float | None = None
@@ -212,13 +217,21 @@ class HostBoundGpu:
         ramped = self.busy_since is not None and at_ms - self.busy_since >= self.ramp_ms
         return self.loaded_mhz if ramped else self.idle_mhz
 
+    def _wait_for_a_slot(self) -> None:
+        self._pending = [done for done in self._pending if done > self.host_ms]
+        if self.queue_depth is not None and len(self._pending) >= self.queue_depth:
+            self.host_ms = self._pending[len(self._pending) - self.queue_depth]
+            self._pending = [done for done in self._pending if done > self.host_ms]
+
     def _queue(self, name: str, duration: Callable[[float], float]) -> float:
+        self._wait_for_a_slot()
         self.host_ms += self.launch_ms
         start = max(self.free_ms, self.host_ms)
         if self.busy_since is None:
             self.busy_since = start
         length = duration(start)
         self.free_ms = start + length
+        self._pending.append(self.free_ms)
         self.synchronized = False
         self.log.append(name)
         return length
@@ -246,8 +259,10 @@ class HostBoundEvent:
 
     def record(self) -> None:
         gpu = self.gpu
+        gpu._wait_for_a_slot()
         gpu.host_ms += gpu.launch_ms
         self.at = max(gpu.free_ms, gpu.host_ms)  # stamped when the GPU reaches it
+        gpu._pending.append(self.at)
         gpu.log.append("record")
 
     def elapsed_time(self, end: HostBoundEvent) -> float:

@@ -120,6 +120,36 @@ def test_a_sample_longer_to_queue_than_the_longest_busy_wait_is_kept_at_once() -
     assert "longer to queue them than the longest busy-wait (0.05 s)" in clock.warnings()[0]
 
 
+def test_a_batch_that_fills_the_launch_queue_is_covered_by_the_gpu_it_waited_for() -> None:
+    # A cold-L2 timing on an H200: each sample queues an L2 flush (tens of microseconds of GPU
+    # work) before a kernel of a few. The stream's queue fills, the host blocks in its
+    # launches until the GPU frees a slot, and queueing the batch outlasts any busy-wait; yet
+    # the GPU never waited for the host: every sample found the GPU busy when it was queued.
+    # (Before, all 640 samples of such timings were called uncovered and measured again.)
+    gpu = HostBoundGpu(idle_mhz=LOADED, loaded_mhz=LOADED, ramp_ms=0.0, queue_depth=16)
+    clock = CudaClock(gpu.event, gpu.synchronize, now=gpu.now,
+                      flush_l2=lambda: gpu.kernel("flush", 0.05),
+                      busy_wait=BusyWait(gpu.spin, cycles_per_second=LOADED * 1e6))
+    clock._host_per_sample = 0.03e-3
+    samples = clock.run(_launch(gpu, host_ms=0.001, gpu_ms=0.002), count=50, inner=1,
+                        time_left=1.0)
+    assert samples == [pytest.approx(0.002e-3)] * 50
+    assert (clock.uncovered, clock.host_bound, clock.warnings()) == (0, 0, [])
+    assert gpu.log.count("sync") == 1  # measured once
+
+
+def test_a_sample_queued_to_an_idle_gpu_is_uncovered_even_when_the_queue_was_full() -> None:
+    # The queue fills behind the busy-wait, then the GPU drains it faster than the slow launch
+    # path refills it: the last samples reach an idle GPU and time the host.
+    gpu = HostBoundGpu(idle_mhz=LOADED, loaded_mhz=LOADED, ramp_ms=0.0, queue_depth=8)
+    clock = CudaClock(gpu.event, gpu.synchronize, now=gpu.now,
+                      busy_wait=BusyWait(gpu.spin, cycles_per_second=LOADED * 1e6))
+    clock._host_per_sample = 0.005e-3
+    samples = clock.run(_launch(gpu, host_ms=0.1, gpu_ms=0.02), count=20, inner=1,
+                        time_left=0.0)
+    assert clock.kept_uncovered == 20 and max(samples) > 0.1e-3
+
+
 # -- as a user meets it --------------------------------------------------------------------------
 
 FAKE_CUDA_CONFTEST = '''

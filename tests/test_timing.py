@@ -277,8 +277,9 @@ def test_busy_wait_is_queued_ahead_of_each_batch_and_sized_from_the_host_time() 
     assert gpu.log == ["record", "busy", "record"] + ["record", "fn", "record"] * 4 + ["sync"]
     assert waits[0] == pytest.approx(1.5 * 4 * CudaClock.FIRST_HOST_ESTIMATE)
     clock.run(lambda: gpu.kernel("fn", 2.0), count=4, inner=1)
-    # The second batch is sized from the first: 0.1 ms of host time per 4 samples measured.
-    assert waits[1] == pytest.approx(1.5 * 4 * (1e-4 / 4))
+    # The second batch is sized from the first: 0.1 ms of host time per clock reading, five
+    # readings from its start to its end (one as each sample is queued), over 4 samples.
+    assert waits[1] == pytest.approx(1.5 * 4 * (5e-4 / 4))
     assert clock.run(lambda: None, count=10_000, inner=1) and waits[2] <= CudaClock.MAX_BUSY_WAIT
 
 

@@ -273,6 +273,7 @@ class CudaClock:
             self._busy_wait(asked)
             wait[2].record()
         pairs = []
+        queued = []  # the host's clock once each sample's work and end event were queued
         for _ in range(count):
             if self._flush_l2 is not None:
                 # Queued before the start event, so the flush is not part of the sample.
@@ -282,6 +283,7 @@ class CudaClock:
             for _ in range(inner):
                 fn()
             end.record()
+            queued.append(self._now())
             pairs.append((start, end))
         done = self._now()
         # The host's time per sample, the busy-wait's own launch included: what the next
@@ -302,11 +304,25 @@ class CudaClock:
             # host's queueing left the GPU idle before the last samples were queued. Measured
             # again where a longer busy-wait was possible; past the longest, said and kept.
             uncovered = check and spanned < done - began
+            if uncovered and self._waited_in_the_queue(began, wait_start, pairs, queued):
+                # The host took longer than the busy-wait because its launches blocked on a
+                # full queue (a cold-L2 flush per sample): the GPU was busy all along.
+                uncovered = False
             if uncovered and asked >= self.MAX_BUSY_WAIT:
                 self.host_bound += count
                 uncovered = False
         samples = [start.elapsed_time(end) / 1e3 / inner for start, end in pairs]
         return samples, throttled, uncovered
+
+
+    def _waited_in_the_queue(self, began: float, wait_start: Any, pairs: list,
+                             queued: list[float]) -> bool:
+        """Whether the GPU began every sample only after the host had queued all of it (its
+        work and its end event): then no sample waited for the host. The GPU began the
+        busy-wait no earlier than `began`, so `began` plus the events' span from the
+        busy-wait's start to a sample's start is the earliest it can have begun the sample."""
+        return all(began + wait_start.elapsed_time(start) / 1e3 >= at
+                   for (start, _), at in zip(pairs, queued, strict=True))
 
 
 def clock_for(device: Any, kind: ClockKind = "device", cold_l2: bool = False) -> Clock:

@@ -109,7 +109,9 @@ def int8_gemm_kernel(
         k_left = K - k0 * BLOCK_K
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0)
-        acc = tl.dot(a, b, acc)  # int8 operands: exact int32 accumulation
+        # out_dtype said: int8 operands, exact int32 accumulation (Triton before 3.8 asserts that
+        # acc's type is out_dtype, whose default is float32)
+        acc = tl.dot(a, b, acc, out_dtype=tl.int32)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
