@@ -257,7 +257,9 @@ def default_fp_fusion() -> bool:
     from triton import knobs
 
     language = knobs.language
-    return bool(language.default_fp_fusion and not language.force_disable_fp_fusion)
+    # force_disable_fp_fusion came with Triton 3.9; 3.8 has only the default.
+    return bool(language.default_fp_fusion
+                and not getattr(language, "force_disable_fp_fusion", False))
 
 
 def compile_kernel(kernel: Any, args: tuple, kwargs: Mapping[str, Any],
