@@ -20,6 +20,7 @@ pytest_plugins = [
     "pytest_hpml.saving",  # --hpml-save-baseline: a run merged into it
     "pytest_hpml.base_ref",  # verdicts against a git ref measured now (--hpml-compare-ref)
     "pytest_hpml.reporting",  # tables, files, exports and charts at the end
+    "pytest_hpml.ranks",  # torchrun / srun: the job's ranks run one session, rank 0 writes
 ]
 
 

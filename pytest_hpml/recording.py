@@ -14,7 +14,7 @@ import pytest
 
 from pytest_hpml.fixture import fixture_of
 from pytest_hpml.results import Record
-from pytest_hpml.session import HpmlRun, is_controller, run_of
+from pytest_hpml.session import HpmlRun, run_of, writes_outputs
 
 
 @pytest.hookimpl(wrapper=True)
@@ -74,6 +74,6 @@ class RecordCollector:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if is_controller(config):
+    if writes_outputs(config):
         config.pluginmanager.register(RecordCollector(run_of(config)),
                                       f"hpml-records-{id(config)}")

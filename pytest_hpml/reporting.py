@@ -19,7 +19,7 @@ from pytest_hpml.policy import path_option
 from pytest_hpml.report import exports, files, plots, tables
 from pytest_hpml.report.files import REPORT_SUFFIXES, Output, writable_problem
 from pytest_hpml.selection import profile_of
-from pytest_hpml.session import add_option, is_controller, run_of
+from pytest_hpml.session import add_option, run_of, writes_outputs
 
 #: Exit status of a run whose tests passed but whose outputs could not all be written.
 OUTPUTS_FAILED = 6
@@ -120,7 +120,7 @@ def pytest_configure(config: pytest.Config) -> None:
                             "experiment as pivot tables")
     config.addinivalue_line("markers", "hpml_plot(filename, x, y, series, where, kind): draw a "
                             "chart of this experiment")
-    if not is_controller(config):
+    if not writes_outputs(config):
         return
     opt = config.option
     # Paths that cannot be written are said before the tests run, not after them.
@@ -147,7 +147,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    if not is_controller(config):
+    if not writes_outputs(config):
         return
     run = run_of(config)
     config.hook.pytest_hpml_finish(session=session)
@@ -186,7 +186,7 @@ def _written(path: Path) -> str:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    if not is_controller(config):
+    if not writes_outputs(config):
         return
     run = run_of(config)
     tr = terminalreporter

@@ -25,13 +25,14 @@ once (machine/forkserver.py), so it starts without seconds of imports.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from typing import Any
 import pytest
 
 from pytest_hpml import plugin
+from pytest_hpml.distributed import job
 from pytest_hpml.machine import forkserver
 from pytest_hpml.results import Record, json_safe
 from pytest_hpml.selection import profile_of
@@ -80,8 +82,16 @@ class Fresh:
 
 
 def environment() -> dict[str, str]:
-    """This process's environment for a fresh one."""
-    return dict(os.environ)
+    """This process's environment for a fresh one, without the rank variables of a torchrun or
+    srun job (a fresh process is a job of its own, or a single process)."""
+    return job.fresh_environment()
+
+
+#: Where a run starts its fresh processes as a job of its own (pytest_hpml.ranks: every rank of
+#: a torchrun or srun job starts one together): a context manager given the node ids, entered
+#: around rank 0's fresh process, that yields the variables its job needs. None: a single
+#: fresh process.
+FRESH_JOB = pytest.StashKey[Callable[[list[str]], ContextManager[dict[str, str]]]]()
 
 
 def arguments(config: pytest.Config, spec: Path, folder: Path) -> list[str]:
@@ -108,11 +118,12 @@ def _tail(output: str) -> str:
 
 def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
               place: Place | None = None, what: str = "fresh process",
-              deadline: float | None = None) -> Fresh:
+              deadline: float | None = None, together: bool = True) -> Fresh:
     """Run the tests `nodeids` in `processes` fresh processes, one after the other, and gather
     what they measured. At `deadline` (time.monotonic()), a process still running is stopped
     as Ctrl-C stops a run, and what its finished tests measured counts (a budget, not a
-    failure)."""
+    failure). Under a torchrun or srun job each fresh process is a job of the same shape, one
+    on every rank (FRESH_JOB; together=False: this rank's part of one)."""
     place = place or Place()
     nodeids = list(nodeids)
     found = Fresh()
@@ -124,11 +135,13 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
             spec.write_text(json.dumps({"nodeids": nodeids, "result": str(result),
                                         "profile": profile_of(config)}), encoding="utf-8")
             args = [place.move(a) for a in arguments(config, spec, folder)]
-            code, output = forkserver.run_pytest(
-                args, Path(place.move(str(config.invocation_params.dir))),
-                folder / f"process-{i}.log", place.environ(environment()),
-                preload=preload(), sys_path=place.sys_path(list(sys.path)),
-                deadline=deadline)
+            fresh_job = config.stash.get(FRESH_JOB, None) if together else None
+            with fresh_job(nodeids) if fresh_job else contextlib.nullcontext({}) as variables:
+                code, output = forkserver.run_pytest(
+                    args, Path(place.move(str(config.invocation_params.dir))),
+                    folder / f"process-{i}.log", {**place.environ(environment()), **variables},
+                    preload=preload(), sys_path=place.sys_path(list(sys.path)),
+                    deadline=deadline)
             if not result.exists():
                 if deadline is not None and time.monotonic() >= deadline:
                     found.stopped = True  # the budget ran out before it finished a test

@@ -26,7 +26,7 @@ from pytest_hpml.machine.revision import current_commit
 from pytest_hpml.policy import positive
 from pytest_hpml.report.files import Output
 from pytest_hpml.results import Record
-from pytest_hpml.session import add_option, is_controller
+from pytest_hpml.session import add_option, writes_outputs
 from pytest_hpml.stored_baseline import BASELINE_KEY, BaselineRun, some
 
 #: Processes behind a saved baseline at most: three medians are the fewest that give a spread.
@@ -195,7 +195,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if given and not opt.hpml_save_baseline:
             raise pytest.UsageError(f"{what}: add --hpml-save-baseline (or leave the option "
                                     "out)")
-    if not (opt.hpml_save_baseline and is_controller(config)):
+    if not (opt.hpml_save_baseline and writes_outputs(config)):
         return
     save = config.stash[SAVE_KEY] = Save(config, config.stash[BASELINE_KEY])
     config.pluginmanager.register(save, f"hpml-save-{id(config)}")

@@ -1,7 +1,8 @@
 """The state of one pytest-hpml run, shared by the plugin's modules through config.stash: the
 records gathered from the tests, the rows of tests that did not pass, the outputs written and
 the one-line messages of the terminal summary (a pytest plugin module: it creates the state
-first), and whether the run uses the plugin at all. It imports no other module of the plugin."""
+first), and whether the run uses the plugin at all. It imports no other hook module of the
+plugin."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpml.distributed import job
 from pytest_hpml.results import Record
 
 
@@ -72,8 +74,22 @@ def run_of(config: pytest.Config) -> HpmlRun:
 
 
 def is_controller(config: pytest.Config) -> bool:
-    """True unless this is an xdist worker: only the controller writes files."""
+    """True unless this is an xdist worker: only the controller writes files (see
+    writes_outputs for the ranks of a torchrun or srun job)."""
     return not hasattr(config, "workerinput")
+
+
+def writes_outputs(config: pytest.Config) -> bool:
+    """True in the one process of a run that gathers its records and writes its reports,
+    exports and baselines: not an xdist worker, and not a non-zero rank of a torchrun or srun
+    job (rank 0 gathers every rank's records: pytest_hpml.ranks)."""
+    return is_controller(config) and not job.is_secondary_rank()
+
+
+def judges(config: pytest.Config) -> bool:
+    """False in a non-zero rank of a torchrun or srun job: rank 0 judges the records it
+    gathered from every rank. (An xdist worker judges its own tests.)"""
+    return not job.is_secondary_rank()
 
 
 def xdist_workers(config: pytest.Config) -> int:

@@ -22,7 +22,7 @@ from pytest_hpml.policy import marker_options, non_negative, path_option
 from pytest_hpml.report.files import writable_problem
 from pytest_hpml.results import Record
 from pytest_hpml.selection import profile_of
-from pytest_hpml.session import HpmlRun, add_option, is_controller, run_of
+from pytest_hpml.session import HpmlRun, add_option, judges, run_of, writes_outputs
 
 
 class StoredBaseline(engine.Source):
@@ -273,20 +273,20 @@ def pytest_configure(config: pytest.Config) -> None:
     comparison = config.stash[BASELINE_KEY] = BaselineRun(config, run_of(config))
     if comparison.compare and comparison.confirm:
         rerun.start_forkserver_in_background()
-    if comparison.compare or (comparison.save and is_controller(config)):
+    if judges(config) and (comparison.compare or (comparison.save and writes_outputs(config))):
         # Workers compare too, against the file the controller checked.
         comparison.open()
-    if is_controller(config) and (comparison.compare or comparison.save):
+    if writes_outputs(config) and (comparison.compare or comparison.save):
         config.pluginmanager.register(comparison, f"hpml-comparison-{id(config)}")
 
 
 def pytest_hpml_judge(item: pytest.Item, report: pytest.TestReport,
                       records: list[Record]) -> None:
     comparison = item.config.stash[BASELINE_KEY]
-    failing = []
+    if not judges(item.config):
+        return  # rank 0 judges the records of every rank of a torchrun or srun job
     comparison.new_rerun_failures = []
-    if comparison.compare:
-        failing = comparison.judge(item, records, may_confirm=report.passed)
+    failing = comparison.judge(item, records, report.passed) if comparison.compare else []
     if comparison.new_rerun_failures:
         # Carried to the controller on the report (an xdist worker's own list is never read).
         report.hpml_rerun_failures = comparison.new_rerun_failures

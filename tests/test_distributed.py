@@ -251,11 +251,18 @@ TORCHRUN_SCRIPT = """
 import sys
 sys.path.insert(0, {root!r})
 import os
+import time
 from pytest_hpml.distributed import run_distributed, under_torchrun
 from tests.test_distributed import all_reduce_rank
 
 assert under_torchrun()
 results = run_distributed(all_reduce_rank, 2, 4)
+for _ in range(2):
+    # Again in the same processes, rank 0 at the rendezvous first: the earlier run's addresses
+    # left in the job's store must not be taken for this run's.
+    if os.environ["RANK"] == "1":
+        time.sleep(1)
+    results = run_distributed(all_reduce_rank, 2, 4)
 # One file per rank: two ranks printing to one pipe may interleave their lines.
 with open(f"result-{{os.environ['RANK']}}.txt", "w") as out:
     out.write(f"{{[r['rank'] for r in results]}} {{[r['sum'].tolist() for r in results]}}")
@@ -263,13 +270,14 @@ with open(f"result-{{os.environ['RANK']}}.txt", "w") as out:
 
 
 def test_same_code_runs_unchanged_under_torchrun(tmp_path):
-    """Under torchrun the launcher joins the existing job instead of spawning ranks."""
+    """Under torchrun the launcher joins the existing job instead of spawning ranks, as often
+    as it is called."""
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(TORCHRUN_SCRIPT.format(root=str(REPO_ROOT))))
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
     completed = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         str(script)],
+         f"--log-dir={tmp_path / 'torchrun-logs'}", str(script)],
         capture_output=True, text=True, timeout=180, env=env, cwd=str(tmp_path),
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
@@ -324,9 +332,16 @@ def test_a_torchrun_rank_on_cuda_takes_the_gpu_of_its_local_rank(monkeypatch) ->
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
     calls = []
+    monkeypatch.setattr(launcher, "_fresh_store_of_the_job", lambda timeout: "the job's store")
     monkeypatch.setattr(dist, "is_initialized", lambda: False)
-    monkeypatch.setattr(dist, "init_process_group", lambda backend, timeout: calls.append(backend))
+
+    def init_process_group(backend, store, rank, world_size, timeout):
+        assert (store, rank, world_size) == ("the job's store", 1, 2)
+        calls.append(backend)
+
+    monkeypatch.setattr(dist, "init_process_group", init_process_group)
     monkeypatch.setattr(dist, "get_rank", lambda: 1)
     monkeypatch.setattr(dist, "all_gather_object", lambda out, obj: out.__setitem__(1, obj))
     monkeypatch.setattr(dist, "destroy_process_group", lambda: calls.append("destroyed"))

@@ -1,15 +1,22 @@
-"""The parent's side of a launched run: start the ranks, gather their results, and end every
-rank when one fails or the run hangs; under torchrun, join the job instead."""
+"""The parent's side of a launched run: torch's elastic agent (torch.distributed.launcher.api,
+the engine behind torchrun) starts the ranks on this node and watches them; this module adds
+what a test needs around it: the rendezvous store held by this process, a deadline that ends
+every rank, the rank that failed first named with its own traceback, and nothing left behind.
+Under torchrun, the launcher joins the job instead."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime
-import multiprocessing.connection as mp_connection
+import json
 import os
-import queue
 import signal
-import time
-from collections.abc import Callable, Iterable
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,7 +25,6 @@ import torch.distributed as dist
 from pytest_hpml.distributed.limits import (
     DEFAULT_TIMEOUT,
     POLL_INTERVAL,
-    SILENT_DEATH_WAIT,
     TERMINATE_GRACE,
     DistributedError,
     DistributedTimeout,
@@ -32,11 +38,15 @@ from pytest_hpml.distributed.rank import (
     RANK_PRELOAD,
     check_picklable,
     deserialize,
-    rank_main,
-    start_context,
+    elastic_rank_main,
+    start_method,
     to_cpu,
 )
 from pytest_hpml.machine import forkserver
+
+#: The signals the agent handles while it runs (it ends the ranks, then this process gets the
+#: signal as it would have without the agent: Ctrl-C, pytest-hpml's SIGTERM and SIGHUP).
+AGENT_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 
 
 def preload_for_ranks(modules: Iterable[str], start: bool = True) -> list[str]:
@@ -53,87 +63,29 @@ def preload_for_ranks(modules: Iterable[str], start: bool = True) -> list[str]:
     return modules
 
 
-def _end_ranks(processes: list[Any]) -> None:
-    """Terminate every rank still alive (and what it started), then kill the stubborn ones."""
-    for process in processes:
-        if process.is_alive():
-            try:
-                os.killpg(process.pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                process.terminate()
-    deadline = time.monotonic() + TERMINATE_GRACE
-    for process in processes:
-        process.join(max(0.0, deadline - time.monotonic()))
-    for process in processes:
-        if process.is_alive():
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                process.kill()
-            process.join(TERMINATE_GRACE)
-        else:
-            # The rank is gone; anything left in its process group is an orphan of this run.
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+_job_store: list[Any] = []  # this process's connection to its job's store, once made
+_runs_in: dict[str, int] = {}  # how many runs each test has started in this process so far
 
 
-def _drain(results: Any, wait: float) -> list[tuple]:
-    messages = []
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            messages.append(results.get(timeout=max(0.0, deadline - time.monotonic())))
-        except queue.Empty:
-            return messages
+def _fresh_store_of_the_job(timeout: float) -> Any:
+    """The job's store under a prefix no earlier run of this process used.
 
-
-def _rank_failure(message: tuple, others: list[tuple]) -> DistributedError:
-    _, rank, summary, rank_traceback, exception_type = message
-    other_lines = [f"rank {m[1]}: {m[2]}" for m in others if m[0] == "error"]
-    text = f"rank {rank} raised {summary}\n\n--- traceback of rank {rank} ---\n{rank_traceback}"
-    if other_lines:
-        text += "\nother ranks failed after it:\n  " + "\n  ".join(other_lines)
-    return DistributedError(text, rank=rank, rank_traceback=rank_traceback, others=other_lines,
-                            exception_type=exception_type)
-
-
-def _died_silently(rank: int, exitcode: int | None, echoes: list[str],
-                   detail: str = "") -> DistributedError:
-    """A rank that died without reporting a result is the cause; what its peers raised after
-    (connection errors, mostly) is its echo."""
-    return DistributedError(
-        f"rank {rank} died with exit code {exitcode} without reporting a result (killed by a "
-        "signal, out of memory, or os._exit?)" + ("; then " + "; ".join(echoes) if echoes else "")
-        + detail, rank=rank, others=echoes)
-
-
-def _first_failure(message: tuple, processes: list[Any], lifelines: list[Any],
-                   finished: dict[int, Any], results: Any) -> DistributedError:
-    """End every rank and build the error for the rank that failed first.
-
-    A rank that died without reporting (os._exit, a signal) makes its peers raise connection
-    errors, and those reach the parent first; the silent death is the cause worth naming. Its
-    lifeline (a pipe only that rank writes to) reads EOF from the moment it exited, before any
-    peer can notice, while its exit code may take a while to come back through the forkserver.
-    """
-    others = _drain(results, 0.2)
-    reported = {message[1]} | {m[1] for m in others}
-    # A short wait, not a glance: on a loaded machine the dead rank's pipe may close a moment
-    # after its peer's report arrives. Only the error path pays for it.
-    unreported = [lifelines[rank] for rank in range(len(lifelines))
-                  if rank not in finished and rank not in reported]
-    closed = set(mp_connection.wait(unreported, timeout=SILENT_DEATH_WAIT)) if unreported else set()
-    silent = [rank for rank, lifeline in enumerate(lifelines) if lifeline in closed]
-    if silent:
-        processes[silent[0]].join(TERMINATE_GRACE)
-    _end_ranks(processes)
-    if silent:
-        return _died_silently(silent[0], processes[silent[0]].exitcode,
-                              [f"rank {message[1]} raised {message[2]}"],
-                              f"\n\n--- traceback of rank {message[1]} ---\n{message[3]}")
-    return _rank_failure(message, others)
+    Each run makes a process group and ends it; a group made again under the same prefix
+    would read the addresses the earlier group's ranks left in the store, long closed ("Gloo
+    connectFullMesh failed ... Connection refused"). The prefix is the test that runs (pytest
+    says which in PYTEST_CURRENT_TEST) and the number of runs it started before: the same on
+    every rank of a job, since every rank runs the same tests, whatever earlier tests did."""
+    if not _job_store:
+        agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+        # torchrun's agent serves it; else rank 0 does, sharing a server the plugin may hold.
+        _job_store.append(dist.TCPStore(
+            os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+            int(os.environ["WORLD_SIZE"]), is_master=not agent and os.environ["RANK"] == "0",
+            timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False,
+            multi_tenant=not agent))
+    test = os.environ.get("PYTEST_CURRENT_TEST", "")
+    _runs_in[test] = _runs_in.get(test, 0) + 1
+    return dist.PrefixStore(f"pytest_hpml/runs/{test}/{_runs_in[test]}", _job_store[0])
 
 
 def _run_under_torchrun(fn: Callable[..., Any], world_size: int, backend: str | None,
@@ -146,10 +98,15 @@ def _run_under_torchrun(fn: Callable[..., Any], world_size: int, backend: str | 
         )
     owns_group = not dist.is_initialized()
     if owns_group:
-        backend = backend or choose_backend(world_size, device)
-        if wants_cuda(device):
+        cuda = wants_cuda(device) and torch.cuda.is_available()
+        # Across nodes each rank has a GPU of its own node: nccl wherever the ranks use CUDA.
+        backend = backend or ("nccl" if cuda and dist.is_nccl_available() else "gloo")
+        if cuda:
+            # Its own GPU: cuda:LOCAL_RANK, or the one GPU srun --gpus-per-task leaves visible.
             set_rank_gpu(int(os.environ.get("LOCAL_RANK", "0")), share=backend != "nccl")
-        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+        dist.init_process_group(backend, store=_fresh_store_of_the_job(timeout),
+                                rank=int(os.environ["RANK"]), world_size=env_world,
+                                timeout=datetime.timedelta(seconds=timeout))
     try:
         result = fn(dist.get_rank(), world_size, *args, **kwargs)
         gathered: list[Any] = [None] * world_size
@@ -160,50 +117,160 @@ def _run_under_torchrun(fn: Callable[..., Any], world_size: int, backend: str | 
             dist.destroy_process_group()
 
 
-def _gather(processes: list[Any], lifelines: list[Any], results: Any,
-            timeout: float) -> dict[int, Any]:
-    """Each rank's result by rank, once every rank reported; on the first failure, a hang or a
-    rank that died without a word, every rank is ended and the error raised."""
-    world_size = len(processes)
-    finished: dict[int, Any] = {}
-    deadline = time.monotonic() + timeout
-    while len(finished) < world_size:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            unfinished = [r for r in range(world_size) if r not in finished]
-            _end_ranks(processes)
-            raise DistributedTimeout(
-                f"distributed run timed out after {timeout:g} s; ranks {unfinished} of "
-                f"{world_size} had not finished (a hang: a collective that some rank never "
-                "joined?). Every rank was killed.", unfinished)
+# -- what the ranks left behind ---------------------------------------------------------------
+
+def _marked(folder: Path, kind: str) -> dict[int, Path]:
+    return {int(p.name.rsplit("-", 1)[1].split(".")[0]): p for p in folder.glob(f"{kind}-*")}
+
+
+def _end_process_groups(folder: Path, ranks: Iterable[int] | None = None) -> None:
+    """SIGKILL each rank's process group (the rank and what it started: DataLoader workers)."""
+    for rank, path in _marked(folder, "pid").items():
+        if ranks is None or rank in ranks:
+            with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
+                os.killpg(int(path.read_text()), signal.SIGKILL)
+
+
+class _Deadline:
+    """Ends every rank that has not finished once `timeout` seconds have passed: a deadlocked
+    collective, a rank stuck outside any collective, a rank waiting for a peer that died."""
+
+    def __init__(self, folder: Path, world_size: int, timeout: float) -> None:
+        self.folder, self.world_size, self.timeout = folder, world_size, timeout
+        self.unfinished: list[int] | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="hpml-deadline", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        if self._stop.wait(self.timeout):
+            return
+        finished = _marked(self.folder, "done")
+        unfinished = [r for r in range(self.world_size) if r not in finished]
+        if unfinished:
+            self.unfinished = unfinished
+            _end_process_groups(self.folder, unfinished)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _exit_code(failure: Any) -> str:
+    code = failure.exitcode
+    return f"exit code {code}" + (f" ({failure.signal_name()})" if code < 0 else "")
+
+
+def _explain(failures: dict[int, Any], folder: Path, world_size: int) -> DistributedError:
+    """The rank that failed first, from what the ranks left: a rank that died without a word
+    (os._exit, a signal, the OOM killer) is the cause and its peers' errors (connection
+    closed) its echo; else the rank that raised first. Ranks the agent ended after the first
+    failure (marked terminated) and ranks that finished are neither."""
+    errors = {r: json.loads(p.read_text()) for r, p in _marked(folder, "error").items()}
+    done, ended = _marked(folder, "done"), _marked(folder, "terminated")
+    silent = [r for r in range(world_size) if r not in errors and r not in done and
+              r not in ended and r in _marked(folder, "pid")]
+    raised = sorted(errors, key=lambda r: errors[r]["when"])
+    if silent:
+        rank = silent[0]
+        failure = failures.get(rank)
+        how = f" with {_exit_code(failure)}" if failure is not None else ""
+        echoes = [f"rank {r} raised {errors[r]['summary']}" for r in raised]
+        detail = "".join(f"\n\n--- traceback of rank {r} ---\n{errors[r]['traceback']}"
+                         for r in raised[:1])
+        return DistributedError(
+            f"rank {rank} died{how} without reporting a result (killed by a signal, out of "
+            "memory, or os._exit?)" + ("; then " + "; ".join(echoes) if echoes else "")
+            + detail, rank=rank, others=echoes)
+    if raised:
+        rank, first = raised[0], errors[raised[0]]
+        others = [f"rank {r}: {errors[r]['summary']}" for r in raised[1:]]
+        text = (f"rank {rank} raised {first['summary']}\n\n--- traceback of rank {rank} ---\n"
+                f"{first['traceback']}")
+        if others:
+            text += "\nother ranks failed after it:\n  " + "\n  ".join(others)
+        return DistributedError(text, rank=rank, rank_traceback=first["traceback"],
+                                others=others, exception_type=first["type"])
+    rank, failure = min(failures.items())
+    return DistributedError(f"rank {rank} failed before it started ({_exit_code(failure)}): "
+                            f"{failure.message}", rank=rank)
+
+
+# -- the agent ----------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _agent_signals() -> Iterator[None]:
+    """The agent takes SIGTERM, SIGINT and SIGHUP while it runs (and says which signals in this
+    process's environment); afterwards the handlers and the environment are as they were."""
+    numbers = [getattr(signal, name) for name in AGENT_SIGNALS if hasattr(signal, name)]
+    in_main = threading.current_thread() is threading.main_thread()
+    before = {n: signal.getsignal(n) for n in numbers} if in_main else {}
+    environment = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE")
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+        if environment is None:
+            os.environ.pop("TORCHELASTIC_SIGNALS_TO_HANDLE", None)
+        else:
+            os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = environment
+
+
+def _supported(config_class: type, **options: Any) -> dict[str, Any]:
+    """The options that this torch's `config_class` (a dataclass) has: LaunchConfig gained
+    shutdown_timeout and signals_to_handle after torch 2.4 (a GPU image's torch 2.11 has no
+    shutdown_timeout); without them the agent keeps its own defaults."""
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    return {name: value for name, value in options.items() if name in fields}
+
+
+def _launch(fn: Callable[..., Any], world_size: int, backend: str, device: str | None,
+            timeout: float, args: tuple, kwargs: dict) -> dict[int, bytes]:
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    method = start_method()
+    with tempfile.TemporaryDirectory(prefix="hpml-ranks-") as scratch:
+        marks = Path(scratch, "ranks")
+        marks.mkdir()
+        # The rendezvous store is this process's: the OS picks a free port and it stays taken,
+        # so two pytest-xdist workers launching at the same moment never race for one port.
+        # Multi-tenant: the agent's static rendezvous (one node: nothing to negotiate, where
+        # c10d's first round sleeps up to 0.3 s to spread nodes out) serves on this server.
+        store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                              timeout=datetime.timedelta(seconds=timeout), multi_tenant=True)
+        config = LaunchConfig(
+            min_nodes=1, max_nodes=1, nproc_per_node=world_size, run_id=uuid.uuid4().hex,
+            rdzv_backend="static", rdzv_endpoint=f"127.0.0.1:{store.port}",
+            rdzv_configs={"rank": 0, "timeout": max(1, int(timeout))},
+            local_addr="127.0.0.1", max_restarts=0, monitor_interval=POLL_INTERVAL,
+            start_method=method, logs_specs=DefaultLogsSpecs(log_dir=str(Path(scratch, "logs"))),
+            **_supported(LaunchConfig, shutdown_timeout=max(1, int(TERMINATE_GRACE)),
+                         signals_to_handle=",".join(AGENT_SIGNALS)))
+        deadline = _Deadline(marks, world_size, timeout)
         try:
-            message = results.get(timeout=min(POLL_INTERVAL, remaining))
-        except queue.Empty:
-            message = None
-        if message is not None:
-            if message[0] == "error":
-                raise _first_failure(message, processes, lifelines, finished, results)
-            finished[message[1]] = deserialize(message[2])
-            continue
-        for rank, process in enumerate(processes):
-            if rank in finished or process.is_alive():
-                continue
-            # Dead without a result: maybe its message is still in the pipe; give it a moment.
-            late = _drain(results, 0.5)
-            errors = [m for m in late if m[0] == "error"]
-            for m in late:
-                if m[0] != "error":
-                    finished[m[1]] = deserialize(m[2])
-            own_error = [m for m in errors if m[1] == rank]
-            if own_error or (errors and rank in finished):
-                first = own_error[0] if own_error else errors[0]
-                _end_ranks(processes)
-                raise _rank_failure(first, [m for m in errors if m is not first])
-            if rank not in finished:
-                _end_ranks(processes)
-                raise _died_silently(rank, process.exitcode,
-                                     [f"rank {m[1]} raised {m[2]}" for m in errors])
-    return finished
+            with _agent_signals():
+                return elastic_launch(config, elastic_rank_main)(
+                    fn, args, kwargs, backend, timeout, device, os.getpid(), str(marks))
+        except ChildFailedError as failed:
+            if deadline.unfinished is not None:
+                raise DistributedTimeout(
+                    f"distributed run timed out after {timeout:g} s; ranks "
+                    f"{deadline.unfinished} of {world_size} had not finished (a hang: a "
+                    "collective that some rank never joined?). Every rank was killed.",
+                    deadline.unfinished) from None
+            raise _explain(failed.failures, marks, world_size) from None
+        except SignalException as stopped:
+            # The agent has ended the ranks; the signal now does what it does in this process.
+            handler = signal.getsignal(stopped.sigval)
+            if callable(handler):
+                handler(stopped.sigval, None)
+            raise KeyboardInterrupt(str(stopped)) from None
+        finally:
+            deadline.stop()
+            _end_process_groups(marks)  # what a rank left running (it watches us, too)
+            del store
 
 
 def run_distributed(fn: Callable[..., Any], world_size: int, *args: Any,
@@ -217,46 +284,12 @@ def run_distributed(fn: Callable[..., Any], world_size: int, *args: Any,
     timeout: seconds for the whole run (and for each collective inside it).
     """
     device_name = None if device is None else str(torch.device(device))
-    backend = backend or choose_backend(world_size, device_name)
     if timeout <= 0:
         raise ValueError(f"timeout must be positive seconds, got {timeout}")
     if under_torchrun():
         return _run_under_torchrun(fn, world_size, backend, device_name, timeout, args, kwargs)
+    backend = backend or choose_backend(world_size, device_name)
     validate_world_size(world_size, backend)
     check_picklable(fn)
-
-    context = start_context()
-    results = context.Queue()
-    # The parent holds the rendezvous store: the OS picks a free port and it stays taken.
-    store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True,
-                          timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
-    processes, lifelines = [], []
-    try:
-        for rank in range(world_size):
-            lifeline, rank_end = context.Pipe(duplex=False)
-            process = context.Process(
-                target=rank_main,
-                args=(rank, world_size, backend, store.port, timeout, device_name, os.getpid(),
-                      results, rank_end, fn, args, kwargs),
-                # Not a daemon, so that a rank may start processes of its own (DataLoader
-                # workers): multiprocessing forbids a daemon to have children. Nothing outlives
-                # the run anyway: the finally below ends each rank's process group, and a rank
-                # whose test process died ends itself (rank._watch_parent).
-                name=f"hpml-rank-{rank}", daemon=False,
-            )
-            process.start()
-            rank_end.close()  # only the rank holds it now: EOF here means the rank has exited
-            processes.append(process)
-            lifelines.append(lifeline)
-        finished = _gather(processes, lifelines, results, timeout)
-        # Every rank reported; let them exit on their own before anything is terminated.
-        for process in processes:
-            process.join(TERMINATE_GRACE)
-    finally:
-        _end_ranks(processes)
-        for lifeline in lifelines:
-            lifeline.close()
-        results.close()
-        results.join_thread()
-        del store
-    return [finished[rank] for rank in range(world_size)]
+    returned = _launch(fn, world_size, backend, device_name, timeout, args, kwargs)
+    return [deserialize(returned[rank]) for rank in range(world_size)]

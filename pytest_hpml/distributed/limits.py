@@ -16,10 +16,9 @@ BACKENDS = ("gloo", "nccl")
 GLOO_RANKS_PER_CORE = 4
 # How long a terminated rank gets to exit before it is killed outright.
 TERMINATE_GRACE = 2.0
-# How long the error path waits for a rank that died without a word to show its closed pipe.
-SILENT_DEATH_WAIT = 1.0
-# How often the parent looks for dead ranks while waiting for results.
-POLL_INTERVAL = 0.05
+# How often the elastic agent looks at its ranks (its monitor interval): also how long a
+# finished run may wait before the agent sees it.
+POLL_INTERVAL = 0.02
 # Collectives inside the ranks time out a little after the run itself, so that a hang is reported
 # by the parent as a hang (naming the stuck ranks), not as a timeout error of some waiting peer.
 COLLECTIVE_TIMEOUT_MARGIN = 30.0
@@ -101,7 +100,8 @@ def set_rank_gpu(local_rank: int, share: bool, cuda: Any = torch.cuda) -> int:
     if count < 1:
         raise DistributedError(f"rank {local_rank} computes on CUDA but sees no GPU "
                                f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
-    if local_rank >= count and not share:
+    # One GPU visible to a rank past it: the one srun --gpus-per-task leaves this task.
+    if local_rank >= count and not share and count > 1:
         raise DistributedError(
             f"local rank {local_rank} has no GPU of its own: {count} GPU(s) are visible to this "
             f"process; start torchrun with --nproc_per_node {count} (or fewer), or use "

@@ -1,21 +1,25 @@
-"""The rank's side of a launched run: the process entry point, the watch on the parent, and
-results sent back as plain bytes."""
+"""The rank's side of a launched run: the entry point torch's elastic agent starts in each
+rank, the watch on the parent, and what the rank leaves for the parent to read: its pid (its
+process group), its error (type, message, traceback, when), that it finished, or that the
+agent terminated it. The result goes back as plain bytes."""
 
 from __future__ import annotations
 
 import datetime
 import io
+import json
 import os
 import pickle
+import signal
 import threading
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as torch_mp
 
 from pytest_hpml.distributed.limits import (
     COLLECTIVE_TIMEOUT_MARGIN,
@@ -70,16 +74,15 @@ def deserialize(payload: bytes) -> Any:
 RANK_PRELOAD = ("torch", "torch.distributed")
 
 
-def start_context() -> Any:
-    """A fresh-interpreter start method: forkserver where the platform has it, else spawn.
-
-    Neither forks the caller, so a caller that has initialized CUDA can still start ranks that use
-    CUDA. The forkserver is one clean process, started once per test process with torch already
-    imported, that forks the ranks: a rank starts in milliseconds instead of paying seconds of
-    `import torch` per rank per run, which is what makes many small distributed tests affordable.
-    """
-    context = forkserver.context(RANK_PRELOAD, torch_context=True)
-    return context if context is not None else torch_mp.get_context("spawn")
+def start_method() -> str:
+    """How the agent starts ranks: forked from a clean forkserver where the platform has one,
+    else spawned. Neither forks the caller, so a caller that has initialized CUDA can still
+    start ranks that use CUDA. The forkserver is one process, started once per test process
+    with torch already imported (the process's one forkserver: machine/forkserver.py, shared
+    with the comparison's fresh processes), that forks the ranks: a rank starts in milliseconds
+    instead of paying seconds of `import torch` per rank per run, which is what makes many
+    small distributed tests affordable."""
+    return "forkserver" if forkserver.context(RANK_PRELOAD) is not None else "spawn"
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -98,42 +101,64 @@ def _watch_parent(parent_pid: int) -> None:
         time.sleep(0.5)
 
 
-def rank_main(rank: int, world_size: int, backend: str, port: int, timeout: float,
-               device: str | None, parent_pid: int, results: Any, lifeline: Any,
-               fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
-    """Entry point of one spawned rank. `lifeline` is held, never written: it closes on exit."""
+def _default_sigterm() -> None:
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _say_when_terminated(marks: Path, rank: int) -> None:
+    """When the agent terminates this rank (SIGTERM: a peer failed, or the run was stopped),
+    leave a mark and end the rank and what it started at once. Python runs a signal handler
+    only when the main thread is back in the interpreter, which a rank blocked in a collective
+    is not; the signal's byte on the wakeup fd is written at once, and a thread reads it."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.signal(signal.SIGTERM, lambda number, frame: None)
+    signal.set_wakeup_fd(write_end)
+    # What the rank forks (DataLoader workers) must neither ignore SIGTERM nor write to the pipe.
+    os.register_at_fork(after_in_child=_default_sigterm)
+
+    def watch() -> None:
+        while os.read(read_end, 1) != bytes([signal.SIGTERM]):
+            pass
+        (marks / f"terminated-{rank}").touch()
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="hpml-sigterm", daemon=True).start()
+
+
+def elastic_rank_main(fn: Callable[..., Any], args: tuple, kwargs: dict, backend: str,
+                      timeout: float, device: str | None, parent_pid: int,
+                      marks: str) -> bytes:
+    """What the elastic agent runs in each rank: torch's env:// variables are set (RANK,
+    WORLD_SIZE, MASTER_ADDR/PORT of the agent's store); join the group, run fn, return its
+    result as bytes. A rank that raises leaves its error for the parent and raises on: the
+    agent then ends every rank."""
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    folder = Path(marks)
     # Own process group: the parent can end this rank and anything it started with one killpg.
     try:
         os.setpgid(0, 0)
     except OSError:
         pass
+    (folder / f"pid-{rank}").write_text(str(os.getpid()))
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
-    # The same variables torchrun sets, so code that reads them (or uses env://) works here too.
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-                      LOCAL_WORLD_SIZE=str(world_size))
+    _say_when_terminated(folder, rank)
     try:
         if wants_cuda(device):  # gloo ranks may share GPUs; nccl's were checked to fit
-            set_rank_gpu(rank, share=True)
+            set_rank_gpu(int(os.environ.get("LOCAL_RANK", rank)), share=True)
         else:
             # N CPU ranks share the cores (torchrun sets OMP_NUM_THREADS=1 for the same reason):
             # N full-size thread pools would oversubscribe them and distort every timing.
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
-        collective_timeout = datetime.timedelta(seconds=timeout + COLLECTIVE_TIMEOUT_MARGIN)
-        store = dist.TCPStore("127.0.0.1", port, world_size, is_master=False,
-                              timeout=collective_timeout)
-        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
-                                timeout=collective_timeout)
-        result = fn(rank, world_size, *args, **kwargs)
+        dist.init_process_group(backend, timeout=datetime.timedelta(
+            seconds=timeout + COLLECTIVE_TIMEOUT_MARGIN))
+        result = serialize(fn(rank, world_size, *args, **kwargs))
         dist.destroy_process_group()
-        results.put(("ok", rank, serialize(result)))
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the test
-        results.put(("error", rank, f"{type(exc).__name__}: {exc}", traceback.format_exc(),
-                     type(exc).__name__))
-        # Flush the report before this rank's connections close: peers notice the closed
-        # connections and raise too, and the parent must read the cause before the consequences.
-        results.close()
-        results.join_thread()
-        raise SystemExit(1) from None
-
-
+        (folder / f"error-{rank}.json").write_text(json.dumps({
+            "summary": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
+            "type": type(exc).__name__, "when": time.monotonic()}))
+        raise
+    (folder / f"done-{rank}").touch()
+    return result

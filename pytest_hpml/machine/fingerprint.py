@@ -1,5 +1,9 @@
-"""Machine identity. The device model and count key the baseline file; software versions are
-stored beside it, so a torch upgrade shows as a change on the same machine, not a new one.
+"""Machine identity. The device model and count key the baseline file, and so does the
+topology of a torchrun or srun job of several ranks (nodes x ranks per node, and the
+interconnect where it can be read), so that a 2-node run is never compared with a 1-node run
+nor a job with a single process; software versions are stored beside it, so a torch upgrade
+shows as a change on the same machine, not a new one. A single process keeps the key it always
+had.
 
 Taken at pytest_configure, before xdist workers pin their GPU and before Triton's interpreter is
 switched on, so nothing here may initialize CUDA in this process (CUDA_VISIBLE_DEVICES would no
@@ -18,6 +22,7 @@ from functools import cache
 from importlib import metadata
 from typing import Any
 
+from pytest_hpml.distributed import job
 from pytest_hpml.machine import gpus
 
 
@@ -57,9 +62,36 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+INFINIBAND = "/sys/class/infiniband"
+
+
+def interconnect(infiniband: str = INFINIBAND) -> str | None:
+    """'ib' where the node has InfiniBand (or RoCE) adapters, read from sysfs; None where
+    nothing can be read (TCP over Ethernet, or loopback on one machine, look the same)."""
+    try:
+        return "ib" if os.listdir(infiniband) else None
+    except OSError:
+        return None
+
+
+def topology(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """The job's shape, as plain facts, for a rank of a torchrun or srun job of several ranks:
+    nodes, ranks per node and the interconnect (None where it cannot be read); nothing for a
+    single process (and a job of one)."""
+    try:
+        found = job.current_job(environ)
+    except ValueError:
+        return {}
+    if found is None or found.world_size < 2:
+        return {}
+    return {"nodes": found.nodes, "ranks_per_node": found.local_world_size,
+            "interconnect": interconnect() if found.nodes > 1 else None}
+
+
 @cache
 def fingerprint() -> dict[str, Any]:
     facts = _gpu_facts()
+    facts.update(topology())
     facts.update(
         cpu=_cpu_model(),
         cpu_cores=os.cpu_count(),
@@ -77,10 +109,18 @@ def slugify(text: str) -> str:
 
 
 def machine_key(facts: dict[str, Any]) -> str:
-    """'nvidia-h100-80gb-hbm3-x8' or 'intel-xeon-platinum-8481c-x2cores'."""
+    """'nvidia-h100-80gb-hbm3-x8' or 'intel-xeon-platinum-8481c-x2cores' for a single process;
+    with a job's topology, nodes x ranks per node and the interconnect follow:
+    'nvidia-h100-80gb-hbm3-x8-2x8-ib', 'intel-xeon-platinum-8481c-x2cores-2x2'."""
     if facts.get("gpu"):
-        return f"{slugify(facts['gpu'])}-x{facts.get('gpu_count') or 1}"
-    return f"{slugify(str(facts.get('cpu')))}-x{facts.get('cpu_cores')}cores"
+        key = f"{slugify(facts['gpu'])}-x{facts.get('gpu_count') or 1}"
+    else:
+        key = f"{slugify(str(facts.get('cpu')))}-x{facts.get('cpu_cores')}cores"
+    if facts.get("nodes"):
+        key += f"-{facts['nodes']}x{facts.get('ranks_per_node')}"
+        if facts.get("interconnect"):
+            key += f"-{slugify(str(facts['interconnect']))}"
+    return key
 
 
 SOFTWARE_KEYS = ("driver", "cuda", "torch", "triton", "python")
