@@ -150,6 +150,11 @@ class Scale:
     sweep_bytes: tuple[int, int]  # Q3.2: smallest and largest all_reduce
     scaled_down: str  # what a reader of every table must know
     run_timeout: float  # seconds a launched run may take before every rank is ended
+    # Q9: nodes x ranks per node emulated on one machine when no launcher gives nodes (CPU
+    # ranks; None: the question needs a job across nodes), its sweep, its batch per worker.
+    emulated_nodes: tuple[int, int] | None = None
+    node_sweep_bytes: tuple[int, int] = (8 * 2**10, 256 * 2**20)
+    node_batch: int = REFERENCE_BATCH
     memory_note: str = ""
     large_batch_note: str = ""
 
@@ -170,6 +175,7 @@ SCALES = {
         large_batch_images=192, large_batch_eval_split="train", baseline_batch=16,
         baseline_lr=0.0125, large_batch=16, large_batch_epochs=5, large_batch_augment=False,
         warmup_epochs=2, sweep_bytes=(8 * KB, 16 * MB), run_timeout=300.0,
+        emulated_nodes=(2, 2), node_sweep_bytes=(8 * KB, 4 * MB), node_batch=32,
         scaled_down=("quick profile: ResNet-18 at width 8 (176,402 parameters, not 11,173,962), "
                      "a few hundred synthetic images (column data), 1 thread per CPU worker"),
         memory_note=("memory_budget: each CPU worker may allocate 320 MB (RLIMIT_DATA), in "

@@ -145,6 +145,12 @@ def efficiency(speedup_value: float, workers: int) -> float:
     return speedup_value / workers
 
 
+def scaling_efficiency(one_node: float, n_nodes: float, nodes: int) -> float:
+    """Throughput on N nodes over N times the throughput on one (weak scaling: the same batch
+    per worker); 1 is perfect scaling."""
+    return n_nodes / (nodes * one_node)
+
+
 def gap_closed(baseline: float, large: float, remedy: float) -> float:
     """The share of the large batch's shortfall from the baseline that a remedy wins back
     (1: all of it, 0: none, negative: it made things worse)."""

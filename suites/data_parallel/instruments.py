@@ -190,11 +190,13 @@ class BucketRecord:
 
 
 class AllReduceTimer:
-    """The hook's state: the buckets of the current step, in the order they finished."""
+    """The hook's state: the buckets of the current step, in the order they finished; the
+    process group they are all-reduced in (None: the default group)."""
 
-    def __init__(self, clock: Any, world_size: int) -> None:
+    def __init__(self, clock: Any, world_size: int, group: Any = None) -> None:
         self.clock = clock
         self.world_size = world_size
+        self.group = group
         self._lock = threading.Lock()  # gloo runs callbacks on its own threads
         self._buckets: list[BucketRecord] = []
 
@@ -221,7 +223,7 @@ def timed_allreduce_hook(state: AllReduceTimer,
     # Averaging before the sum, as DDP's default hook does (keeps fp16 sums in range).
     buffer.div_(state.world_size)
     start = state.clock.mark()
-    future = dist.all_reduce(buffer, async_op=True).get_future()
+    future = dist.all_reduce(buffer, group=state.group, async_op=True).get_future()
     index, nbytes = bucket.index(), buffer.numel() * buffer.element_size()
 
     def reduced(fut: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:

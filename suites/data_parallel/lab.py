@@ -5,6 +5,11 @@ through the launcher and kept for the rest of the process, and the columns every
 MemoryError naming the rank and the batch, see ranks.py) into a MemoryError of its own, which
 ``hpml.catch_out_of_memory()`` records as the finding.
 
+Under torchrun or srun (``torchrun --nnodes=N --nproc-per-node=G -m pytest -m data_parallel``)
+every rank runs the session and each run is the job's: a case of the job's world size runs on
+the job's ranks, across its nodes; a case that needs another number of workers skips, on every
+rank alike, saying so. Question 9 takes its nodes from the job, or emulates them on one machine.
+
 Several questions read the same run (Q2's one-worker baseline serves every scaling
 row; Q3.1 and Q3.2 read one synchronized + no_sync run), so a run is started once per
 process and configuration. Runs are seeded: a second process starting the same run gets the
@@ -23,7 +28,8 @@ import pytest
 import torch
 
 from pytest_hpml import Hpml, Recorder, Timing
-from pytest_hpml.distributed import DistributedError, run_distributed
+from pytest_hpml.distributed import DistributedError, current_job, run_distributed
+from suites.common.jobs import job_world_size, skip_unless_the_job_has
 from suites.data_parallel.config import (
     SCALES,
     DataSpec,
@@ -39,7 +45,8 @@ from suites.data_parallel.ranks import CPU_THREADS_PER_WORKER, RankResult, train
 def launch(fn: Callable[..., Any], world_size: int, *args: Any, device: str = "cpu",
            timeout: float = 300.0, **kwargs: Any) -> list[Any]:
     """run_distributed, with a rank's out-of-memory raised here as a MemoryError (every rank
-    has been ended by then)."""
+    has been ended by then). In a job, a run of another size than the job's skips the test."""
+    skip_unless_the_job_has(world_size)
     try:
         return run_distributed(fn, world_size, *args, device=device, timeout=timeout, **kwargs)
     except DistributedError as err:
@@ -101,9 +108,30 @@ class Lab:
         if self.profile == "full":
             pytest.skip("the full profile is the GPU experiment (ResNet-18, 50,000 images per "
                         "epoch): CPU workers run the quick profile")
+        ranks = job_world_size()
+        if ranks is not None:  # the job's size whatever the profile's list (launch: the others)
+            return
         if workers is not None and workers not in self.scale.workers:
             pytest.skip(f"the quick profile runs {', '.join(map(str, self.scale.workers))} CPU "
                         f"workers here (4 only where the question needs them)")
+
+    def nodes(self) -> tuple[int, int, bool]:
+        """(nodes, ranks per node, emulated) of question 9: the job's, or nodes emulated on
+        this machine with CPU ranks; skips where there is neither."""
+        job = current_job()
+        if job is not None and job.world_size > 1:
+            return job.nodes, job.local_world_size, False
+        if self.device != "cpu" or self.scale.emulated_nodes is None:
+            pytest.skip("one node here: across nodes needs a job, e.g. torchrun --nnodes=2 "
+                        "--nproc-per-node=G ... -m pytest, or srun (docs/slurm.sbatch)")
+        nodes, per_node = self.scale.emulated_nodes
+        return nodes, per_node, True
+
+    def launch_nodes(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
+        """``fn(rank, world_size, *args, device, ranks_per_node)`` on every rank of the nodes."""
+        nodes, per_node, emulated = self.nodes()
+        return launch(fn, nodes * per_node, *args, self.device, per_node if emulated else None,
+                      device=self.device, timeout=self.scale.run_timeout)
 
     def batch_sweep_data(self) -> DataSpec:
         return data_for(self.profile, self.data.root, self.scale.batch_sweep_images)

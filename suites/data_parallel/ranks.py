@@ -162,13 +162,16 @@ def limited_memory(budget: int | None) -> Iterator[None]:
 # -- the rank functions ---------------------------------------------------------------------------
 
 def train_rank(rank: int, world_size: int, data: DataSpec, recipe: Recipe,
-               device: str = "cpu", memory_budget: int | None = None) -> RankResult:
-    """Train for ``recipe.epochs`` (then, if asked, one compute-only epoch under no_sync)."""
+               device: str = "cpu", memory_budget: int | None = None,
+               group: object = None) -> RankResult:
+    """Train for ``recipe.epochs`` (then, if asked, one compute-only epoch under no_sync).
+    ``group``: train in this process group (rank and world size are this rank's in it) instead
+    of the default one (the first node's ranks alone: nodes.py)."""
     if memory_budget is not None and device == "cuda":
         raise ValueError("a memory budget stands in for a GPU's memory on CPU ranks only")
     try:
         with limited_memory(memory_budget):
-            return _train(rank, world_size, data, recipe, device)
+            return _train(rank, world_size, data, recipe, device, group)
     except Exception as exc:
         if is_out_of_memory(exc, under_budget=memory_budget is not None):
             # Raised, not returned: peers are waiting in a collective, and only a raise makes
@@ -178,7 +181,7 @@ def train_rank(rank: int, world_size: int, data: DataSpec, recipe: Recipe,
 
 
 def _train(rank: int, world_size: int, data: DataSpec, recipe: Recipe,
-           device: str) -> RankResult:
+           device: str, group: object = None) -> RankResult:
     dev = rank_device(device)
     if dev.type == "cpu":
         # One core per CPU worker, as a GPU worker is one device (and as torchrun sets
@@ -191,7 +194,7 @@ def _train(rank: int, world_size: int, data: DataSpec, recipe: Recipe,
     if recipe.sync_batchnorm:
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     result = RankResult(
-        rank=rank, world_size=world_size, backend=dist.get_backend(), data=train.source,
+        rank=rank, world_size=world_size, backend=dist.get_backend(group), data=train.source,
         device=torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
         parameters=sum(p.numel() for p in model.parameters()),
         parameter_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
@@ -205,8 +208,8 @@ def _train(rank: int, world_size: int, data: DataSpec, recipe: Recipe,
         if world_size > 1:
             ddp = DistributedDataParallel(
                 model, device_ids=[dev.index] if dev.index is not None else None,
-                **buffer_sync_option(recipe.broadcast_buffers))
-            timer = AllReduceTimer(clock, world_size)
+                process_group=group, **buffer_sync_option(recipe.broadcast_buffers))
+            timer = AllReduceTimer(clock, world_size, group)
             ddp.register_comm_hook(timer, timed_allreduce_hook)
         result.construction_bytes = wire.phase_bytes("construction")
         net = ddp or model
@@ -264,6 +267,24 @@ def sweep_iterations(nbytes: int, bytes_per_size: int = 16 * 2**20) -> int:
     return max(2, min(20, bytes_per_size // max(1, nbytes)))
 
 
+def sweep_seconds(sizes: list[int], dev: torch.device, clock: object,
+                  group: object = None) -> list[float]:
+    """Seconds per all_reduce in ``group`` (None: every rank) of fp32 buffers of each size, on
+    this rank: the mean of a few back-to-back calls after one warm-up, as nccl-tests times."""
+    seconds, queueing = [], 0.0
+    for nbytes in sizes:
+        buffer = torch.zeros(max(1, nbytes // 4), dtype=torch.float32, device=dev)
+        dist.all_reduce(buffer, group=group)  # warm-up: connections, buffers, algorithm choice
+        dist.barrier(group=group)
+        # On a GPU a busy-wait covering the host's queueing goes ahead of the start mark
+        # (time_back_to_back), so the time is the collectives', not Python's.
+        per_call, queueing = time_back_to_back(
+            functools.partial(dist.all_reduce, buffer, group=group), sweep_iterations(nbytes),
+            clock, queueing)
+        seconds.append(per_call)
+    return seconds
+
+
 def allreduce_sweep_rank(rank: int, world_size: int, sizes: list[int],
                          device: str = "cpu") -> dict[str, list[float]]:
     """Seconds per all_reduce of fp32 buffers of each size (bytes) on this rank, the mean of a
@@ -272,16 +293,7 @@ def allreduce_sweep_rank(rank: int, world_size: int, sizes: list[int],
     dev = rank_device(device)
     clock = clock_for(dev)
     clock.calibrate()  # here, not in the first timed size: it would hold one rank back
-    seconds, queueing = [], 0.0
-    for nbytes in sizes:
-        buffer = torch.zeros(max(1, nbytes // 4), dtype=torch.float32, device=dev)
-        dist.all_reduce(buffer)  # warm-up: connections, buffers, algorithm choice
-        dist.barrier()
-        # On a GPU a busy-wait covering the host's queueing goes ahead of the start mark
-        # (time_back_to_back), so the time is the collectives', not Python's.
-        per_call, queueing = time_back_to_back(functools.partial(dist.all_reduce, buffer),
-                                               sweep_iterations(nbytes), clock, queueing)
-        seconds.append(per_call)
+    seconds = sweep_seconds(sizes, dev, clock)
     check = torch.full((4,), float(rank + 1), device=dev)
     dist.all_reduce(check)
     return {"seconds": seconds, "check": check.cpu().tolist()}

@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from pytest_hpml import Timing
-from pytest_hpml.distributed import DistributedError, run_distributed
+from pytest_hpml.distributed import DistributedError
 from suites.common.data import synthetic
 from suites.common.models import RESNET18_CIFAR_PARAMETERS, resnet18_cifar
 from suites.complexity.models import basic_block_resnet_parameters
@@ -141,8 +141,8 @@ def test_the_allreduce_sweep_times_the_collectives_not_the_host(monkeypatch):
     gpu = FakeGpu(queue_ms=0.05)
     monkeypatch.setattr(ranks, "rank_device", lambda device: torch.device("cpu"))
     monkeypatch.setattr(ranks, "clock_for", lambda device: gpu.clock())
-    monkeypatch.setattr(dist, "barrier", lambda: None)
-    monkeypatch.setattr(dist, "all_reduce", lambda tensor: gpu.kernel(0.02))
+    monkeypatch.setattr(dist, "barrier", lambda group=None: None)
+    monkeypatch.setattr(dist, "all_reduce", lambda tensor, group=None: gpu.kernel(0.02))
     swept = ranks.allreduce_sweep_rank(0, 2, [4096, 8192], device="cuda")
     assert swept["seconds"] == [pytest.approx(0.02e-3)] * 2
 
@@ -206,7 +206,7 @@ def hook_vs_plain_allreduce_rank(rank: int, world_size: int) -> dict:
 
 
 def test_timed_hook_averages_exactly_as_an_all_reduce_and_times_every_bucket():
-    results = run_distributed(hook_vs_plain_allreduce_rank, 2)
+    results = launch(hook_vs_plain_allreduce_rank, 2)
     for r in results:
         for got, want in zip(r["grads"], r["expected"], strict=True):
             torch.testing.assert_close(got, want)

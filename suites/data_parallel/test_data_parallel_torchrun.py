@@ -13,17 +13,21 @@ from pathlib import Path
 
 import pytest
 
+from pytest_hpml.distributed import current_job, fresh_environment
+
 pytestmark = pytest.mark.data_parallel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_train_rank_runs_unchanged_under_torchrun(tmp_path):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    if current_job() is not None:
+        pytest.skip("this session already runs under a launcher: its ranks are the torchrun run")
+    env = fresh_environment()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     completed = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         f"--log-dir={tmp_path / 'torchrun-logs'}",
          "-m", "suites.data_parallel.ranks", "--width", "4", "--images", "64", "--batch", "16",
          "--epochs", "1", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=240, env=env, cwd=str(tmp_path))

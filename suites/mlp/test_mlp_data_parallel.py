@@ -13,6 +13,7 @@ import torch
 import pytest_hpml
 from pytest_hpml.distributed import run_distributed
 from suites.common.data import load
+from suites.common.jobs import skip_unless_the_job_has
 from suites.mlp import model
 from suites.mlp.training import (
     MLPConfig,
@@ -74,6 +75,7 @@ def test_parallel_training_matches_sequential(hpml, device, ranks, dtype, data_r
 
     X = pixel_intensities(train)
     sequential = train_sequential(X, train.labels, config, dtype, hpml.device)
+    skip_unless_the_job_has(ranks)
     results = run_distributed(data_parallel_rank, ranks, X, train.labels, config,
                               dtype, _rank_device(hpml.device), device=_rank_device(hpml.device))
 
@@ -111,6 +113,7 @@ def test_batch_smaller_than_the_ranks_works(data_root, mnist_dataset):
     X = pixel_intensities(train)
     config = MLPConfig(hidden=8, batch_size=3, lr=1e-2, epochs=2)
     sequential = train_sequential(X, train.labels, config, torch.float64)
+    skip_unless_the_job_has(4)
     results = run_distributed(data_parallel_rank, 4, X, train.labels, config, torch.float64)
     errors = relative_errors(results[3].params, sequential.params)
     assert max(errors.values()) < TOLERANCE[torch.float64], errors

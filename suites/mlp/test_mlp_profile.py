@@ -19,6 +19,7 @@ import torch
 
 from pytest_hpml.distributed import run_distributed
 from suites.common.data import load
+from suites.common.jobs import skip_unless_the_job_has
 from suites.mlp import model
 from suites.mlp.host_copies import PageLockRefused, page_locked
 from suites.mlp.step_profile import (
@@ -90,6 +91,7 @@ def test_training_step_profile(hpml, device, data_root, mnist_dataset):
     kind = "cuda" if hpml.device.type == "cuda" else "cpu"
     hpml.param(data=data.source, ranks=ranks, hidden=config.hidden, batch=config.batch_size)
 
+    skip_unless_the_job_has(ranks)
     out = run_distributed(profile_rank, ranks, X, y, config, setup["steps"],
                           setup["allreduce_repeats"], kind, device=kind)[0]
     phases = out["phases"]
