@@ -348,3 +348,22 @@ def test_a_torchrun_rank_on_cuda_takes_the_gpu_of_its_local_rank(monkeypatch) ->
     gathered = launcher._run_under_torchrun(lambda rank, size: rank * 10, 2, "nccl", "cuda",
                                             60.0, (), {})
     assert cuda.current == 1 and calls == ["nccl", "destroyed"] and gathered[1] == 10
+
+
+def test_a_rank_that_died_silently_still_carries_what_its_peers_raised(tmp_path) -> None:
+    # Two ranks out of memory: rank 1 killed before it could report, rank 0's MemoryError
+    # written. The silent death is blamed first, and rank 0's report travels with it, so a
+    # caller can tell an out-of-memory run whatever order the deaths came in.
+    import json
+
+    from pytest_hpml.distributed import launcher
+
+    for rank in (0, 1):
+        (tmp_path / f"pid-{rank}").write_text(str(10_000 + rank))
+    (tmp_path / "error-0.json").write_text(json.dumps({
+        "summary": "MemoryError: rank 0 ran out of memory at batch 64 per worker",
+        "traceback": "Traceback ...", "type": "MemoryError", "when": 1.0}))
+    error = launcher._explain({}, tmp_path, 2)
+    assert error.rank == 1 and error.exception_type is None
+    assert error.raised == {0: ("MemoryError",
+                                "MemoryError: rank 0 ran out of memory at batch 64 per worker")}

@@ -170,6 +170,7 @@ def _explain(failures: dict[int, Any], folder: Path, world_size: int) -> Distrib
     silent = [r for r in range(world_size) if r not in errors and r not in done and
               r not in ended and r in _marked(folder, "pid")]
     raised = sorted(errors, key=lambda r: errors[r]["when"])
+    reports = {r: (errors[r]["type"], errors[r]["summary"]) for r in raised}
     if silent:
         rank = silent[0]
         failure = failures.get(rank)
@@ -180,7 +181,7 @@ def _explain(failures: dict[int, Any], folder: Path, world_size: int) -> Distrib
         return DistributedError(
             f"rank {rank} died{how} without reporting a result (killed by a signal, out of "
             "memory, or os._exit?)" + ("; then " + "; ".join(echoes) if echoes else "")
-            + detail, rank=rank, others=echoes)
+            + detail, rank=rank, others=echoes, raised=reports)
     if raised:
         rank, first = raised[0], errors[raised[0]]
         others = [f"rank {r}: {errors[r]['summary']}" for r in raised[1:]]
@@ -189,7 +190,7 @@ def _explain(failures: dict[int, Any], folder: Path, world_size: int) -> Distrib
         if others:
             text += "\nother ranks failed after it:\n  " + "\n  ".join(others)
         return DistributedError(text, rank=rank, rank_traceback=first["traceback"],
-                                others=others, exception_type=first["type"])
+                                others=others, exception_type=first["type"], raised=reports)
     rank, failure = min(failures.items())
     return DistributedError(f"rank {rank} failed before it started ({_exit_code(failure)}): "
                             f"{failure.message}", rank=rank)

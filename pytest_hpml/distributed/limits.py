@@ -28,7 +28,8 @@ class DistributedError(RuntimeError):
     """A rank failed: it raised, or it died without reporting (killed, crashed, exit code)."""
 
     def __init__(self, message: str, rank: int | None = None, rank_traceback: str = "",
-                 others: list[str] | None = None, exception_type: str | None = None) -> None:
+                 others: list[str] | None = None, exception_type: str | None = None,
+                 raised: dict[int, tuple[str, str]] | None = None) -> None:
         super().__init__(message)
         self.rank = rank
         self.rank_traceback = rank_traceback
@@ -36,6 +37,10 @@ class DistributedError(RuntimeError):
         #: The class name of the exception the rank raised ("MemoryError", ...); None when the
         #: rank died without raising.
         self.exception_type = exception_type
+        #: Every rank that raised, in the order they raised: rank -> (exception class name,
+        #: "Type: message"). The rank blamed first may have died without a word while a peer
+        #: still reported why (two ranks out of memory, one killed before it could say so).
+        self.raised = raised or {}
 
 
 class DistributedTimeout(DistributedError):
