@@ -40,16 +40,33 @@ def profile_of(config: pytest.Config) -> str:
     return config.stash[PROFILE_KEY]
 
 
-def device_params(definition: pytest.Function) -> list[Any]:
-    """A `cpu` case and a `cuda` case marked gpu (hpml_devices(...) narrows the list)."""
+def device_names(definition: pytest.Function, configured: list[str]) -> list[str]:
+    """The devices the test's `device` argument is parametrized with: its hpml_devices marker's
+    (all of them when the marker names none), else the ini file's `hpml_devices`; none when
+    the test opted in neither way (a project's own `device` fixture is left alone)."""
     marker = definition.get_closest_marker("hpml_devices")
-    names = list(marker.args) if marker else list(DEVICES)
+    names = (list(marker.args) or list(configured or DEVICES)) if marker else list(configured)
     bad = [n for n in names if n not in DEVICES]
-    if bad or not names or (marker and marker.kwargs):
+    if bad or (marker and marker.kwargs):
         raise pytest.UsageError(
             f"{definition.nodeid}: hpml_devices takes 'cpu' and/or 'cuda', e.g. "
             f"hpml_devices('cuda'); got {names}")
+    return names
+
+
+def device_params(names: list[str]) -> list[Any]:
+    """A case per device, the `cuda` one marked gpu."""
     return [pytest.param(n, marks=[pytest.mark.gpu] if n == "cuda" else [], id=n) for n in names]
+
+
+def configured_devices(config: pytest.Config) -> list[str]:
+    """The ini file's `hpml_devices`, checked."""
+    names = list(config.getini("hpml_devices"))
+    bad = [n for n in names if n not in DEVICES]
+    if bad:
+        raise pytest.UsageError(f"hpml_devices = {' '.join(names)} in {config.inipath}: the "
+                                f"devices are 'cpu' and/or 'cuda', e.g. hpml_devices = cpu cuda")
+    return names
 
 
 def _sweep_list(where: str, argname: str, profile: str, values: Any) -> list[Any]:
@@ -107,15 +124,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_option(parser, "--hpml-profile", pin=True, rerun=False, choices=PROFILES,
                help="size profile: quick (small sizes, minutes on a CPU) or full (the "
                     "experiments as published). Default: full with a GPU, else quick.")
+    # Opt-in: `device` is a common fixture name, and a project's own must stay its own.
+    parser.addini("hpml_devices", type="args", default=[],
+                  help="devices ('cpu', 'cuda') that every test taking a `device` argument is "
+                       "parametrized with, the cuda case marked gpu (default: none; a test "
+                       "opts in alone with @pytest.mark.hpml_devices)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    configured_devices(config)  # a bad value stops the run before collection, saying so
     for name in PRECISIONS:
         config.addinivalue_line("markers", f"{name}: runs in {name}")
     config.addinivalue_line("markers", "hpml_sweep(argname, quick, full): parametrize argname "
                             "by the size profile")
-    config.addinivalue_line("markers", "hpml_devices(*names): the devices of the `device` "
-                            "parameter: 'cpu' and/or 'cuda'")
+    config.addinivalue_line("markers", "hpml_devices(*names): parametrize the test's `device` "
+                            "argument with 'cpu' and/or 'cuda' (none named: the ini file's "
+                            "hpml_devices, else both)")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -130,4 +154,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         for argname, values in sweep_values(metafunc.definition, profile_of(metafunc.config)):
             metafunc.parametrize(argname, values)
     if "device" in metafunc.fixturenames and not _already_parametrized(metafunc, "device"):
-        metafunc.parametrize("device", device_params(metafunc.definition))
+        names = device_names(metafunc.definition, configured_devices(metafunc.config))
+        if names:
+            metafunc.parametrize("device", device_params(names))

@@ -11,6 +11,7 @@ DEVICE_TEST = """
     import pytest
     import torch
 
+    @pytest.mark.hpml_devices
     def test_on(hpml, device):
         assert hpml.device == torch.device(device)
         assert torch.ones(2, device=device).sum().item() == 2
@@ -52,6 +53,44 @@ def test_minus_m_not_gpu_runs_the_cpu_cases_only(pytester: pytest.Pytester) -> N
     result.assert_outcomes(passed=2, deselected=1)
     result.stdout.fnmatch_lines(["*test_on[[]cpu[]] PASSED*"])
     result.stdout.no_fnmatch_line("*cuda*PASSED*")
+
+
+def test_a_projects_own_device_fixture_is_left_alone(pytester: pytest.Pytester) -> None:
+    # pytest-benchmark suites often hold a `device` fixture of their own: with the plugin
+    # installed it is theirs (it was parametrized with cpu and cuda, one failed, one skipped).
+    pytester.makeconftest("""
+        import pytest
+        import torch
+
+        @pytest.fixture
+        def device():
+            return torch.device("cpu")
+    """)
+    pytester.makepyfile("""
+        def test_dev(device):
+            assert device.type == "cpu"
+    """)
+    result = pytester.runpytest("-v", *FAST)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*::test_dev PASSED*"])
+
+
+def test_the_ini_file_opts_every_device_test_in(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nhpml_devices = cpu cuda\n")
+    pytester.makepyfile("""
+        def test_on(device):
+            assert device in ("cpu", "cuda")
+
+        def test_plain():
+            pass
+    """)
+    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*::test_on[[]cpu[]]", "*::test_on[[]cuda[]]",
+                                 "*::test_plain", "3 tests collected*"])
+    pytester.makeini("[pytest]\nhpml_devices = cpu tpu\n")
+    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*hpml_devices = cpu tpu in *tox.ini*'cpu' and/or 'cuda'*"])
 
 
 def test_explicit_device_parametrization_is_left_alone(pytester: pytest.Pytester) -> None:

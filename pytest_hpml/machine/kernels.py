@@ -8,8 +8,7 @@ Triton's own binder: the signature, the constexprs and the argument specializati
 dtypes, pointers and ints divisible by 16, ints equal to 1) are the ones a GPU run would get,
 not a guess. Tensors may live on torch's meta device: only their dtype, strides and (zero)
 address are read. The figures are exact (the same source, specialization, options and Triton
-give the same cubin), so a change is a change; the compile time alone is measured.
-"""
+give the same cubin), so a change is a change; the compile time alone is measured."""
 
 from __future__ import annotations
 
@@ -253,13 +252,12 @@ def specialize(kernel: Any, args: tuple, kwargs: Mapping[str, Any],
 def default_fp_fusion() -> bool:
     """Whether Triton fuses a * b + c into an FMA in a kernel whose launch does not say: its
     knobs as a GPU run's launch reads them (TRITON_DEFAULT_FP_FUSION, or Triton's default),
-    without the warning Triton 3.9 gives when the variable is unset."""
+    without the warning Triton 3.9 gives when the variable is unset (3.8 has no
+    force_disable_fp_fusion)."""
     from triton import knobs
 
-    language = knobs.language
-    # force_disable_fp_fusion came with Triton 3.9; 3.8 has only the default.
-    return bool(language.default_fp_fusion
-                and not getattr(language, "force_disable_fp_fusion", False))
+    return bool(knobs.language.default_fp_fusion
+                and not getattr(knobs.language, "force_disable_fp_fusion", False))
 
 
 def compile_kernel(kernel: Any, args: tuple, kwargs: Mapping[str, Any],
