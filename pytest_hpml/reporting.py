@@ -16,7 +16,7 @@ import pytest
 
 from pytest_hpml.machine.fingerprint import fingerprint
 from pytest_hpml.policy import path_option
-from pytest_hpml.report import exports, files, plots, tables
+from pytest_hpml.report import exports, files, plots, summary, tables
 from pytest_hpml.report.files import REPORT_SUFFIXES, Output, writable_problem
 from pytest_hpml.selection import profile_of
 from pytest_hpml.session import add_option, run_of, writes_outputs
@@ -41,6 +41,13 @@ def report_path(text: str) -> str:
     return text
 
 
+def summary_path(text: str) -> str:
+    if Path(text).suffix.lower() != ".md":
+        raise argparse.ArgumentTypeError(f"{text!r}: the summary is Markdown; name a .md file "
+                                         "(e.g. --hpml-summary=hpml-summary.md)")
+    return text
+
+
 def _same_file_problem(files: list[tuple[str, Path]]) -> str | None:
     """Two outputs named to the same file: the one written last would silently replace the
     other."""
@@ -52,6 +59,12 @@ def _same_file_problem(files: list[tuple[str, Path]]) -> str | None:
                     "its own path")
         seen[key] = option
     return None
+
+
+def report_files(opt: argparse.Namespace) -> list[str]:
+    """The files --hpml-report names (it may be given once per format); none for a bare
+    --hpml-report, which prints the tables only."""
+    return [path for path in (opt.hpml_report or []) if path]
 
 
 def comparison_title(opt: argparse.Namespace) -> str | None:
@@ -70,10 +83,16 @@ def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
     profile = profile_of(config)
     outputs = []
     # The writers are looked up when called (not bound now): each output is its own function.
-    if opt.hpml_report:
-        report = Path(opt.hpml_report)
-        outputs.append(Output("report", report, lambda: [files.write_report(
-            report, run.records, fingerprint(), profile, comparison_title(opt))]))
+    for name in report_files(opt):
+        def write(report: Path = Path(name)) -> list[Path]:
+            return [files.write_report(report, run.records, fingerprint(), profile,
+                                       comparison_title(opt))]
+
+        outputs.append(Output("report", Path(name), write))
+    if opt.hpml_summary:
+        summary_path = Path(opt.hpml_summary)
+        outputs.append(Output("summary", summary_path, lambda: [summary.write_summary(
+            summary_path, run.records, comparison_title(opt), run.new_levels)]))
     if opt.hpml_export_benchmark_action:
         action = Path(opt.hpml_export_benchmark_action)
         outputs.append(Output("github-action-benchmark", action, lambda: (
@@ -103,8 +122,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     # Outputs are the outer run's (rerun=False): a confirmation rerun writes only its own JSON
     # report.
     add_option(parser, "--hpml-report", nargs="?", const="", default=None, type=report_path,
-               rerun=False, metavar="PATH", help="print one table per experiment at the end; "
-               "with =PATH also write it as Markdown, JSON or CSV (by extension)")
+               action="append", rerun=False, metavar="PATH",
+               help="print one table per experiment at the end; with =PATH also write it as "
+                    "Markdown, JSON or CSV (by extension); repeat it for several formats")
+    add_option(parser, "--hpml-summary", metavar="PATH", default=None, type=summary_path,
+               rerun=False, help="write a short Markdown of the comparison for a pull-request "
+               "comment or a CI job summary: the verdict lines, blind spots and new levels")
     add_option(parser, "--hpml-export-benchmark-action", metavar="PATH", default=None,
                type=path_option, rerun=False,
                help="write github-action-benchmark custom JSON (PATH: smaller is better; "
@@ -124,7 +147,9 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     opt = config.option
     # Paths that cannot be written are said before the tests run, not after them.
-    for option, value, folder in (("--hpml-report", opt.hpml_report, False),
+    for option, value, folder in (*(("--hpml-report", name, False)
+                                    for name in report_files(opt)),
+                                  ("--hpml-summary", opt.hpml_summary, False),
                                   ("--hpml-export-benchmark-action",
                                    opt.hpml_export_benchmark_action, False),
                                   ("--hpml-export-bencher", opt.hpml_export_bencher, False),
@@ -134,7 +159,8 @@ def pytest_configure(config: pytest.Config) -> None:
             if problem:
                 raise pytest.UsageError(f"{option}={value}: cannot write there: {problem}")
     named = [(f"--{dest.replace('_', '-')}={value}", Path(value)) for dest, value in (
-        ("hpml_report", opt.hpml_report), ("hpml_export_bencher", opt.hpml_export_bencher),
+        *(("hpml_report", name) for name in report_files(opt)),
+        ("hpml_summary", opt.hpml_summary), ("hpml_export_bencher", opt.hpml_export_bencher),
         ("hpml_export_benchmark_action", opt.hpml_export_benchmark_action)) if value]
     if opt.hpml_export_benchmark_action:
         second = exports.bigger_path(Path(opt.hpml_export_benchmark_action))

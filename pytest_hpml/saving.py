@@ -137,6 +137,7 @@ class Save:
             commit=current_commit(self.config.rootpath))  # dated by the store, under its lock
         path = self.stored.path
         saved = baselines.save(path, fingerprint(), self.stored.profile, passed, merge)
+        self.run.new_levels += saved.levels
         if saved.levels:
             self.run.say_once(
                 f"--hpml-save-baseline: {len(saved.levels)} metric(s) changed beyond what this "

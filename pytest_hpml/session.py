@@ -36,6 +36,8 @@ class HpmlRun:
         self.ran = 0  # tests whose call phase ran (in this process or an xdist worker)
         self.messages: list[str] = []  # said once each in the terminal summary
         self.written: list[str] = []  # outputs written at the end, "wrote PATH" lines
+        #: Metrics a save started a new level for, "record metric: before -> after".
+        self.new_levels: list[str] = []
         # When the run began (time.monotonic(), as pytest configured it): the run's own time,
         # which a save's budget is a fraction of.
         self.started = time.monotonic()

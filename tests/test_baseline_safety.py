@@ -225,3 +225,32 @@ def test_saved_files_are_valid_when_reread_under_the_cli(pytester: pytest.Pytest
     stored = load(baseline_file(pytester.path / "baselines"))
     histories = [len(m["history"]) for r in stored.records.values() for m in r["metrics"]]
     assert histories == [2, 2]
+
+
+def test_the_lock_file_is_never_committed_with_the_baselines(
+        pytester: pytest.Pytester) -> None:
+    # A CI job saves into a checkout of its baseline branch and commits it with `git add -A`:
+    # the store's lock file used to be committed with the JSON.
+    import subprocess
+
+    pytester.makepyfile("""
+        def test_copy(hpml):
+            hpml.record("bytes", 1000.0, unit="B", better="lower")
+    """)
+    folder = pytester.path / "baselines"
+    folder.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(folder)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    assert pytester.runpytest("-p", "no:cacheprovider", "--hpml-save-baseline",
+                              "--hpml-baseline-processes=1").ret == 0
+    subprocess.run([*git, "add", "-A"], check=True)
+    staged = subprocess.run([*git, "diff", "--cached", "--name-only"], check=True,
+                            capture_output=True, text=True).stdout.split()
+    assert [n for n in staged if n.endswith(".json")] and ".gitignore" in staged
+    assert not [n for n in staged if n.endswith(".lock")], staged
+    assert list(folder.glob(".*.lock"))  # it is there, just ignored
+    # A .gitignore of the team's own is theirs.
+    (folder / ".gitignore").write_text("mine\n")
+    assert pytester.runpytest("-p", "no:cacheprovider", "--hpml-save-baseline",
+                              "--hpml-baseline-processes=1").ret == 0
+    assert (folder / ".gitignore").read_text() == "mine\n"

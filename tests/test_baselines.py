@@ -20,8 +20,9 @@ ELSEWHERE = {**HERE, "gpu": "NVIDIA H100 80GB HBM3", "gpu_count": 8}
 
 def _files(folder: Path) -> list[str]:
     """The folder's files, less the lock file saves hold (kept on purpose: deleting a lock
-    file another process waits on would let two saves in at once)."""
-    return sorted(n for n in os.listdir(folder) if not n.endswith(".lock"))
+    file another process waits on would let two saves in at once) and the .gitignore that
+    keeps it out of a team's commits."""
+    return sorted(n for n in os.listdir(folder) if not n.endswith(".lock") and n != ".gitignore")
 
 
 def _record(rid: str, value: float, samples: list[float] | None = None) -> Record:

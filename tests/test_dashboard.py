@@ -228,7 +228,7 @@ def test_the_site_folder_is_replaced_whole_and_only_when_a_build_made_it(tmp_pat
     assert (mine / "notes.txt").read_text() == "keep me"
     # Nothing left beside them: no staging folder, no earlier build.
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == [
-        "0-quick.json", "mine", "site"]
+        ".gitignore", "0-quick.json", "mine", "site"]
 
 
 def test_without_plotly_the_command_says_how_to_install_it(

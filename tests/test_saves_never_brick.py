@@ -67,7 +67,7 @@ def test_a_save_whose_merged_file_the_loader_would_refuse_writes_nothing(
                        r"file would be damaged \(metric 't': a time of -2\.0 s is negative"):
         save(path, HERE, "quick", [Record("r", "e", metrics=[metric])])
     assert path.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".b.json.lock", "b.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".b.json.lock", ".gitignore", "b.json"]
 
 
 # -- case 5: damaged files of any shape are said before any test ---------------------------------

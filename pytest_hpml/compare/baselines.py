@@ -241,12 +241,28 @@ def _locked(path: Path) -> Iterator[None]:
         yield
         return
     lock = path.with_name(f".{path.name}.lock")
+    _ignore_scratch(path.parent)
     with open(lock, "a") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+#: What the store leaves beside the baseline files and a team never commits (the folder is
+#: often a git branch that a CI job adds with `git add -A`).
+SCRATCH_IGNORE = ("# pytest-hpml's lock and temporary files, never committed\n"
+                  ".*.json.lock\n.*.json.*.tmp\n")
+
+
+def _ignore_scratch(folder: Path) -> None:
+    """A .gitignore for the store's own scratch files, where the folder has none (one the team
+    wrote is theirs and left as it is)."""
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        with contextlib.suppress(OSError):  # a read-only .gitignore place costs only this
+            ignore.write_text(SCRATCH_IGNORE, encoding="utf-8")
 
 
 def _clean_stale_temporaries(path: Path) -> list[Path]:
