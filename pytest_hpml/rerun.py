@@ -42,6 +42,7 @@ import pytest
 from pytest_hpml import plugin
 from pytest_hpml.distributed import job
 from pytest_hpml.machine import forkserver
+from pytest_hpml.progress import FreshProgress
 from pytest_hpml.results import Record, json_safe
 from pytest_hpml.selection import profile_of
 from pytest_hpml.session import OUTER_RUN_ONLY, add_option, run_of
@@ -127,9 +128,11 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
     place = place or Place()
     nodeids = list(nodeids)
     found = Fresh()
+    progress = FreshProgress(config, what, nodeids, processes, deadline)
     with tempfile.TemporaryDirectory(prefix="hpml-fresh-") as name:
         folder = Path(name)
         for i in range(processes):
+            progress.starting(i)
             result = folder / f"result-{i}.json"
             spec = folder / f"spec-{i}.json"
             spec.write_text(json.dumps({"nodeids": nodeids, "result": str(result),
@@ -159,6 +162,7 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
             found.problems += [f"{what} {i + 1}: {e}" for e in document["errors"]]
             found.records.append([r for r in map(Record.from_dict, document["records"])
                                   if r.test not in failed])
+    progress.done()
     return found
 
 

@@ -1,0 +1,78 @@
+"""What a run says while its fresh processes run: a CI log (no terminal) gets one line per
+batch that took a while and nothing for quick ones; a terminal gets a live line."""
+
+from __future__ import annotations
+
+import pytest
+from hpml_testing import FAST
+
+from pytest_hpml.progress import FreshProgress
+
+SLOW_TEST = """
+    import os
+    import time
+
+    def test_slow_step(hpml):
+        time.sleep(3.0)  # a test of some seconds: its confirmations take as long
+        hpml.record("step_time", float(os.environ.get("STEP", "1e-3")), unit="s",
+                    better="lower")
+"""
+
+
+def test_a_ci_log_gets_one_line_for_confirmations_that_took_a_while(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(SLOW_TEST)
+    assert pytester.runpytest_subprocess(*FAST, "--hpml-save-baseline",
+                                         "--hpml-baseline-processes=1").ret == 0
+    pytester.makeconftest("import os\nos.environ['STEP'] = '3e-3'\n")  # three times slower
+    result = pytester.runpytest_subprocess(*FAST, "--hpml-compare", "--hpml-confirm=2")
+    assert result.ret != 0
+    # The confirmations run one process at a time: a line for each, as each took seconds.
+    result.stdout.fnmatch_lines(["hpml: confirmation of test_a_ci_log*.py::test_slow_step: "
+                                 "1 process(es) in * s"])
+    assert "process 1 of 2" not in result.stdout.str()  # no live line without a terminal
+
+
+class FakeTerminal:
+    def __init__(self, tty: bool) -> None:
+        self.isatty, self.out = tty, []
+
+    def ensure_newline(self) -> None:
+        self.out.append("<newline>")
+
+    def rewrite(self, line: str, erase: bool = False) -> None:
+        self.out.append(f"\r{line}")
+
+    def line(self, text: str) -> None:
+        self.out.append(f"{text}\n")
+
+    def write_line(self, text: str) -> None:
+        self.out.append(f"{text}\n")
+
+
+class FakeConfig:
+    def __init__(self, terminal: FakeTerminal) -> None:
+        self.pluginmanager = type("PM", (), {"get_plugin": staticmethod(lambda name: terminal)})
+
+
+def test_a_terminal_gets_a_live_line_with_the_process_and_the_budget_left() -> None:
+    clock = iter([0.0, 1.0, 30.0, 31.5])
+    tty = FakeTerminal(tty=True)
+    progress = FreshProgress(FakeConfig(tty), "baseline process", ["a.py::t1", "a.py::t2"], 2,
+                             deadline=41.0, now=lambda: next(clock))
+    progress.starting(0)
+    progress.starting(1)
+    progress.done()
+    assert tty.out == [
+        "<newline>",
+        "\rhpml: baseline process of a.py::t1 and 1 more: process 1 of 2, 40 s left in the budget",
+        "\rhpml: baseline process of a.py::t1 and 1 more: process 2 of 2, 11 s left in the budget",
+        "\rhpml: baseline process of a.py::t1 and 1 more: 2 process(es) in 31.5 s", "\n"]
+    # Quick batches stay out of a CI log.
+    log = FakeTerminal(tty=False)
+    clock = iter([0.0, 1.0])
+    quick = FreshProgress(FakeConfig(log), "confirmation", ["a.py::t"], 1, None,
+                          now=lambda: next(clock))
+    quick.starting(0)
+    quick.done()
+    assert log.out == []
