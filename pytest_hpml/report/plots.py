@@ -226,7 +226,9 @@ def roofline_figure(records: list[Record], spec: dict[str, Any]) -> Any | None:
     ax.set_ylabel(spec.get("ylabel", f"achieved [{unit}]"))
     ax.set_title(spec.get("title", "Roofline"))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    # Under the axes: inside, wherever it went, it could hide a point (an H200's resnet18 sat
+    # behind it at the lower right).
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     fig.tight_layout()
     place_labels(ax, [(x, y / factor, label, colour)
                       for (x, y, label), colour in zip(points, colours, strict=True)])
