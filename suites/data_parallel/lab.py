@@ -50,6 +50,8 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, device: str = "c
     try:
         return run_distributed(fn, world_size, *args, device=device, timeout=timeout, **kwargs)
     except DistributedError as err:
+        if err.exception_type in ("MemoryError", "OutOfMemoryError"):
+            raise MemoryError(str(err).splitlines()[0]) from err
         # Any rank that reported running out of memory makes the run an out-of-memory finding,
         # whichever rank the launcher blames first (a peer killed before it could report).
         for kind, summary in err.raised.values():
