@@ -100,3 +100,15 @@ def test_the_shards_are_disjoint_and_cover_the_suite(project: pytest.Pytester) -
         result = project.runpytest(*FAST, f"--hpml-shard={index}/3", "-v")
         ran += [line.split(" ")[0] for line in result.outlines if " PASSED" in line]
     assert sorted(ran) == ALL_ROWS
+
+
+def test_a_shard_under_xdist_never_calls_the_rest_gone(project: pytest.Pytester) -> None:
+    # The workers deselect; the controller knows the run is a shard from its option.
+    result = project.runpytest_subprocess(*FAST, "-n", "2", "--hpml-compare",
+                                          "--hpml-save-baseline", "--hpml-prune-baseline",
+                                          "--hpml-shard=3/3")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert "not in this suite" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*nothing was pruned: this run selected part of the suite "
+                                 "(--hpml-shard=3/3)*"])
+    assert _rows(project) == ALL_ROWS

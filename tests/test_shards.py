@@ -110,6 +110,9 @@ def test_three_shards_and_a_merge_give_what_one_unsharded_run_gives(
     outcomes = [o for v in _verdicts(root / "merged.json").values() for o in v.values()]
     assert outcomes.count("regressed") == 4 and outcomes.count("improved") == 4
     assert "Comparison with baseline" in (root / "merged.md").read_text()
+    # The shards' saves merged into a folder that had no file yet: every row the shards ran.
+    assert _merge(*map(str, shards), "--baselines", str(root / "fresh"))[0] == 1
+    assert sorted(_contents(root / "fresh")) == sorted(_contents(root / "whole"))
 
 
 def _shard(pytester: pytest.Pytester, i: int, n: int, *args: str, name: str = "") -> Path:
