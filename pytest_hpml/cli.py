@@ -11,6 +11,9 @@ run: it uses the stage packages (compare, report, machine) and never a hook modu
         Seed this machine's baseline from a pytest-benchmark run (compare/seed.py).
     python -m pytest_hpml dashboard BASELINES... [--report RUN.json]... -o SITE/
         A static site of every metric's history (report/dashboard/).
+    python -m pytest_hpml merge SHARD_DIR... --baselines DIR [--report PATH]...
+        A suite run as shards, brought together (compare/shards.py): the shards' saves into DIR,
+        their rows into each report; exit status 1 when a merged verdict failed.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
-from pytest_hpml.compare import baselines, engine, results_files, seed, verdicts
+from pytest_hpml.compare import baselines, engine, results_files, seed, shards, verdicts
 from pytest_hpml.compare.noise import DEFAULT_DRIFT
 from pytest_hpml.compare.verdicts import Rules
 from pytest_hpml.machine.fingerprint import SOFTWARE_KEYS, machine_key
@@ -207,6 +210,28 @@ def seed_baseline(run: Path, directory: Path, profile: str | None, out: TextIO) 
     return 0
 
 
+# -- merge ---------------------------------------------------------------------------------------
+
+def merge_shards(folders: list[Path], directory: Path, reports: list[Path],
+                 allow_other_machine: bool, out: TextIO, err: TextIO) -> int:
+    try:
+        merged = shards.merge(folders, directory, reports, allow_other_machine)
+    except (shards.ShardError, baselines.BaselineError) as exc:
+        raise CliError(str(exc)) from exc
+    out.write(f"merged {len(folders)} shard(s): {len(merged.records)} row(s)\n")
+    for done in merged.baselines:
+        rows = sum(len(r) for r in done.taken.values())
+        out.write(f"{done.path}: {rows} row(s) saved by {len(done.taken)} shard(s)\n")
+    for path in merged.written:
+        out.write(f"wrote {path}\n")
+    for problem in merged.problems:
+        err.write(f"error: {problem}\n")
+    failing = merged.failures
+    if failing:
+        out.write("failed the comparison:\n" + "".join(f"  {line}\n" for line in failing))
+    return 1 if failing else 2 if merged.problems else 0
+
+
 # -- the command line ----------------------------------------------------------------------------
 
 def parser() -> argparse.ArgumentParser:
@@ -253,6 +278,20 @@ def parser() -> argparse.ArgumentParser:
     dsh = commands.add_parser("dashboard", help="a static site of every metric's history "
                               "(baseline files, and the latest runs' reports)")
     dashboard_command.add_arguments(dsh)
+    mrg = commands.add_parser("merge", help="bring a suite's shards together: their saves into "
+                              "--baselines, their rows into each --report; exit status 1 when "
+                              "a merged verdict failed")
+    mrg.add_argument("folders", type=Path, nargs="+", metavar="SHARD_DIR",
+                     help=f"a shard's folder: its {shards.REPORT} (--hpml-report=SHARD_DIR/"
+                          f"{shards.REPORT}) and, when it saved, its {shards.BASELINES}/ "
+                          f"(--hpml-baselines=SHARD_DIR/{shards.BASELINES}, a copy of DIR)")
+    mrg.add_argument("--baselines", type=Path, required=True, metavar="DIR",
+                     help="the baselines folder the shards copied, into which their saves go")
+    mrg.add_argument("--report", type=Path, action="append", default=[], metavar="PATH",
+                     help="write the merged report here (.md, .json or .csv; repeatable)")
+    mrg.add_argument("--allow-other-machine", action="store_true",
+                     help="merge shards of different machines or size profiles (refused "
+                          "otherwise: their timings are not comparable)")
     return main
 
 
@@ -274,6 +313,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
             return show(args.file, out)
         if args.command == "dashboard":
             return dashboard_command.run(args, out, sys.stderr)
+        if args.command == "merge":
+            return merge_shards(args.folders, args.baselines, args.report,
+                                args.allow_other_machine, out, sys.stderr)
         return seed_baseline(args.run, args.baselines, args.profile, out)
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)

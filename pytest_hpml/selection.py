@@ -1,8 +1,9 @@
-"""What runs: the size profile, sweeps per profile, the `device` parametrization and the
-precision markers (a pytest plugin module)."""
+"""What runs: the size profile, sweeps per profile, the `device` parametrization, the
+precision markers and the shard of the suite this runner takes (a pytest plugin module)."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from typing import Any
 
@@ -117,6 +118,25 @@ def _already_parametrized(metafunc: pytest.Metafunc, name: str) -> bool:
     return False
 
 
+def shard_option(text: str) -> tuple[int, int]:
+    """--hpml-shard=I/N: the I-th of N shards (1 <= I <= N)."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        index = count = 0
+    if not 1 <= index <= count:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give the shard as I/N with 1 <= I <= N, e.g. --hpml-shard=1/3")
+    return index, count
+
+
+def shard_of(nodeids: Sequence[str], index: int, count: int) -> set[str]:
+    """The node ids of shard `index` of `count`: every count-th of the sorted node ids, from
+    the index-th. Every runner collects the same tests, so the shards are disjoint and cover
+    the suite, whatever order each collected them in."""
+    return set(sorted(nodeids)[index - 1::count])
+
+
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -124,6 +144,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_option(parser, "--hpml-profile", pin=True, rerun=False, choices=PROFILES,
                help="size profile: quick (small sizes, minutes on a CPU) or full (the "
                     "experiments as published). Default: full with a GPU, else quick.")
+    # The outer run's alone: a fresh process is given its test by node id.
+    add_option(parser, "--hpml-shard", rerun=False, type=shard_option, default=None,
+               metavar="I/N",
+               help="run the I-th of N shards of the selected tests (round-robin over their "
+                    "sorted node ids), e.g. one per CI runner; `python -m pytest_hpml merge` "
+                    "brings the shards' reports and baselines together")
     # Opt-in: `device` is a common fixture name, and a project's own must stay its own.
     parser.addini("hpml_devices", type="args", default=[],
                   help="devices ('cpu', 'cuda') that every test taking a `device` argument is "
@@ -157,3 +183,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         names = device_names(metafunc.definition, configured_devices(metafunc.config))
         if names:
             metafunc.parametrize("device", device_params(names))
+
+
+@pytest.hookimpl(trylast=True)  # after -k, -m and --deselect: shards split what they selected
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    shard = config.option.hpml_shard
+    if not shard:
+        return
+    kept = shard_of([item.nodeid for item in items], *shard)
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in kept])
+    items[:] = [item for item in items if item.nodeid in kept]

@@ -219,9 +219,9 @@ class BaselineRun:
         if self.baseline is None:
             return
         produced = {r.id for r in self.run.records if r.metrics}
+        narrowed = suite.narrowing(self.config.option, self.config.args, self.deselected)
         gone = suite.gone_rows(self.baseline.records, self.collected, self.ran, produced,
-                               lambda f: Path(self.config.rootpath, f).exists(),
-                               suite.selection_complete(self.config.option, self.deselected))
+                               lambda f: Path(self.config.rootpath, f).exists(), not narrowed)
         if self.compare and gone.dropped_by_sweep:
             self.run.records += [self.missing_row(rid) for rid in gone.dropped_by_sweep]
             self.run.say_once(
@@ -231,13 +231,30 @@ class BaselineRun:
                 "--hpml-save-baseline --hpml-prune-baseline drops them")
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        narrowed = narrowed or suite.path_narrowing(self.config.args, self.whole_suite(),
+                                                    self.config.invocation_params.dir)
+        prunes = self.save and self.prune and not narrowed
         if gone.not_in_suite:
             self.run.say_once(f"in the baseline, not in this suite: {len(gone.not_in_suite)} "
                               f"row(s) of tests that are gone: {some(gone.not_in_suite)}"
-                              + ("" if self.save and self.prune else
+                              + ("" if prunes or narrowed else
                                  "; --hpml-save-baseline --hpml-prune-baseline drops them"))
-        if self.save and self.prune:
+        if self.save and self.prune and narrowed:
+            # The rows of tests this run left out are not gone: a shard would delete the other
+            # shards' rows.
+            self.run.say_once("--hpml-prune-baseline: nothing was pruned: this run selected "
+                              f"part of the suite ({'; '.join(narrowed)}); prune on a run of "
+                              "the whole suite")
+        if prunes:
             self.pruned = frozenset(gone.all)
+
+    def whole_suite(self) -> list[Path]:
+        """The folders a run without paths collects: testpaths (globbed, as pytest does) or
+        the folder pytest was started in."""
+        root = self.config.rootpath
+        found = [p for pattern in self.config.getini("testpaths") or []
+                 for p in sorted(root.glob(pattern))]
+        return found or [Path(self.config.invocation_params.dir)]
 
 
 def some(items: list[str], shown: int = 5) -> str:

@@ -323,3 +323,84 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
                                 f"damaged ({exc}); the file was left untouched.") from None
         write_atomic(path, lambda f: f.write(text))
     return SaveResult(path, skipped, levels)
+
+
+@dataclass
+class ShardsMerged:
+    path: Path
+    taken: dict[str, list[str]] = field(default_factory=dict)  # shard -> rows it saved
+
+
+def _unseen_save(row: dict[str, Any], table: dict[str, Any], shard_row: dict[str, Any],
+                 shard_table: dict[str, Any]) -> str | None:
+    """A save of `row` (in the file) that the shard's copy of the row never held: the file
+    moved after the shard copied it. Saves older than everything the shard's row refers to
+    are the history its save trimmed, not a move."""
+    seen = [provenance.parse_time(shard_table[i]["on"])
+            for i in provenance.referenced([shard_row]) if i in shard_table]
+    for save in sorted(provenance.referenced([row]) - set(shard_table)):
+        when = provenance.parse_time(table.get(save, {}).get("on", ""))
+        if when is not None and seen and when >= min(seen):
+            return f"{save} ({table[save]['on']})"
+    return None
+
+
+def merge_shards(path: Path, shards: list[tuple[str, Path, set[str]]]) -> ShardsMerged:
+    """Bring the saves of shards into the file at `path`, under its lock and validated before
+    the rename, as save() writes. Each shard (its name, its file, the rows it ran) ran part of
+    the suite with a copy of this folder and saved into its copy (save(), its history rules):
+    the rows it ran that differ from the file's are the ones its save wrote, taken with their
+    saves, so the file holds what one save of the whole suite would have written. A shard of
+    another machine, and a file that gained a save the shard never saw, are errors naming
+    the shard; nothing is written then."""
+    path = write_target(Path(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path):
+        _clean_stale_temporaries(path)
+        existing = load(path)
+        records = dict(existing.records) if existing else {}
+        table = dict(existing.saves) if existing else {}
+        fingerprint, profile = (existing.fingerprint, existing.profile) if existing else ({}, "")
+        merged = ShardsMerged(path)
+        for label, shard_path, ran in shards:
+            shard = load(shard_path)
+            if shard is None:
+                continue
+            if existing and machine_key(shard.fingerprint) != machine_key(existing.fingerprint):
+                raise BaselineError(f"shard {label}: {shard_path} was saved on "
+                                    f"{machine_key(shard.fingerprint)!r}, {path} on "
+                                    f"{machine_key(existing.fingerprint)!r}; nothing was merged")
+            before = existing.records if existing else {}
+            rows = {rid: row for rid, row in shard.records.items()
+                    if rid in ran and row != before.get(rid)}
+            for rid, row in sorted(rows.items()):
+                moved = rid in before and _unseen_save(before[rid], table, row, shard.saves)
+                if moved:
+                    raise BaselineError(
+                        f"{path} holds save {moved} of row {rid} that shard {label} did not "
+                        "start from: the file changed after the shards copied it. Copy the "
+                        "folder again and rerun the shards; nothing was merged")
+            for save in sorted(provenance.referenced(rows.values())):
+                entry = shard.saves[save]
+                if save in table and table[save] != entry:  # two saves of the same second
+                    new = provenance.new_save_id(entry["on"], set(table) | set(shard.saves))
+                    rows = {rid: provenance.renamed(row, save, new) for rid, row in rows.items()}
+                    save = new
+                table[save] = entry
+            records.update(rows)
+            if rows:
+                merged.taken[label] = sorted(rows)
+                fingerprint, profile = shard.fingerprint, shard.profile  # its versions: newest
+        if not merged.taken:
+            return merged
+        try:
+            document = {"schema": SCHEMA, "fingerprint": fingerprint, "profile": profile,
+                        "saves": provenance.kept(table, records.values()),
+                        "records": [records[k] for k in sorted(records)]}
+            text = _text(document)
+            _check_document(json.loads(text))
+        except (_Invalid, TypeError, ValueError) as exc:
+            raise BaselineError(f"the merge into {path} was refused: the merged file would be "
+                                f"damaged ({exc}); the file was left untouched.") from None
+        write_atomic(path, lambda f: f.write(text))
+    return merged

@@ -113,3 +113,18 @@ def check_metric(where: str, m: dict[str, Any], table: dict[str, Any]) -> None:
         if save is not None and (not isinstance(save, str) or save not in table):
             raise ValueError(f"{where}: an accepted level names save {save!r}, which the "
                              "file's saves table does not hold")
+
+
+def renamed(record: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    """A copy of a stored record whose metrics name save `new` where they named `old` (two
+    files' saves of the same second that a merge brings together)."""
+    metrics = []
+    for m in record.get("metrics", []):
+        m = dict(m)
+        if m.get("history_save_ids"):
+            m["history_save_ids"] = [new if i == old else i for i in m["history_save_ids"]]
+        if m.get("accepted"):
+            m["accepted"] = [{**a, "save": new} if a.get("save") == old else a
+                             for a in m["accepted"]]
+        metrics.append(m)
+    return {**record, "metrics": metrics}

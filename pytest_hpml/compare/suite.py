@@ -10,13 +10,15 @@ ran, a stored row is
 - not in this suite: its test function (or its whole file) is gone: said once; a save drops
   it only with --hpml-prune-baseline;
 - out of scope: its file was not selected (paths given on the command line): not judged.
-A run narrowed by -k, -m, --deselect or --lf judges only the rows of the tests it ran.
+A run narrowed to part of a file's tests (node ids, -k, -m, --deselect, --lf, a shard) judges
+only the rows of the tests it ran; a save prunes only on a run of the whole suite.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -82,9 +84,37 @@ def gone_rows(stored: dict[str, dict[str, Any]], collected: Iterable[str], ran: 
     return gone
 
 
-def selection_complete(option: Any, deselected: int) -> bool:
-    """Whether the run selected every test of the paths it collected (no -k, -m, --deselect,
-    --lf, and nothing deselected by another plugin)."""
-    return not (getattr(option, "keyword", "") or getattr(option, "markexpr", "")
-                or getattr(option, "deselect", None) or getattr(option, "lf", False)
-                or deselected)
+def narrowing(option: Any, args: Iterable[str], deselected: int) -> list[str]:
+    """How the run selected part of the tests of the paths it collected, in words (empty when
+    it ran them all): node ids on the command line, -k, -m, --deselect, --lf, --hpml-shard, or
+    tests another plugin deselected. Such a run judges only the rows of the tests it ran."""
+    reasons = []
+    ids = [a for a in args if "::" in a]
+    if ids:
+        reasons.append(f"node id {ids[0]}" + (f" and {len(ids) - 1} more" if len(ids) > 1
+                                              else ""))
+    for flag, value in (("-k", getattr(option, "keyword", "")),
+                        ("-m", getattr(option, "markexpr", ""))):
+        if value:
+            reasons.append(f"{flag} {value!r}")
+    if getattr(option, "deselect", None):
+        reasons.append("--deselect")
+    if getattr(option, "lf", False):
+        reasons.append("--lf")
+    shard = getattr(option, "hpml_shard", None)
+    if shard:
+        reasons.append(f"--hpml-shard={shard[0]}/{shard[1]}")
+    if deselected and not reasons:
+        reasons.append(f"{deselected} test(s) deselected")
+    return reasons
+
+
+def path_narrowing(args: Iterable[str], whole: Iterable[Path], cwd: Path) -> list[str]:
+    """The paths given on the command line that leave out part of the suite (`whole`: the
+    folders a run without paths collects, testpaths or the invocation folder): such a run
+    judges the files it collected, and never prunes the rest."""
+    given = [Path(cwd, a.split("::", 1)[0]).resolve() for a in args]
+    roots = [Path(w).resolve() for w in whole]
+    if not given or all(any(r == g or g in r.parents for g in given) for r in roots):
+        return []
+    return ["paths " + " ".join(a.split("::", 1)[0] for a in args)]
