@@ -96,10 +96,18 @@ def _trigger_problems(wf: dict) -> list[str]:
            if t not in types]
     if wf.get("env", {}).get("ACCEPT_LABEL") != ACCEPT:
         out.append(f"env ACCEPT_LABEL is not {ACCEPT}")
-    gate = wf["jobs"].get("gate", {})
-    if f"github.event.label.name == '{ACCEPT}'" not in str(gate.get("if", "")):
-        out.append(f"job gate runs on any label, not only {ACCEPT}")
+    jobs = wf["jobs"]
+    gate = jobs.get("gate", {})
     decide = next((s for s in _steps(gate) if s.get("id") == "mode"), {})
+    words = " ".join(str(decide.get("run")).split())
+    if 'if [ "$LABEL" != "$ACCEPT_LABEL" ]; then mode=relabel' not in words \
+            or "needs.gate.outputs.mode != 'relabel'" not in str(jobs.get("shard", {}).get("if")):
+        out.append(f"job gate: a label other than {ACCEPT} re-runs the suite")
+    # GitHub counts a skipped job as a passed check: another label's run repeats the verdict.
+    repeat = next((s for s in _steps(jobs.get("merge", {}))
+                   if str(s.get("name", "")).startswith("Repeat the last verdict")), {})
+    if repeat.get("if") != "env.MODE == 'relabel'" or "!= success" not in str(repeat.get("run")):
+        out.append(f"job merge: a run for a label other than {ACCEPT} passes a failed verdict")
     if "gh api" not in str(decide.get("run")) or \
             '[ "$head" = "$EVENT_HEAD" ]' not in str(decide.get("run")):
         out.append("job gate accepts without checking that the labelled head is still the head")
@@ -157,7 +165,7 @@ def _save_problems(wf: dict) -> list[str]:
     shard = jobs.get("shard", {})
     measure = next((s for s in _steps(shard) if "pytest" in str(s.get("run", ""))), {})
     run = str(measure.get("run", ""))
-    if "--hpml-compare" not in run.split("case")[0]:
+    if "save) args+=(--hpml-compare --hpml-save-baseline)" not in run:
         out.append("job shard saves on main without comparing first")
     if "--hpml-shard=${{ matrix.shard }}/3" not in run or \
             (shard.get("strategy") or {}).get("matrix", {}).get("shard") != [1, 2, 3]:
@@ -197,8 +205,10 @@ BREAKS = [  # (what is broken, the text replaced, its replacement, the problem n
      "token"),
     ("removing the label does not re-run", "labeled, unlabeled]", "labeled]",
      "pull_request does not re-run on unlabeled"),
-    ("any label re-runs the suite", "      github.event.label.name == 'hpml-accept'\n", "      "
-     "github.event.label.name != ''\n", "job gate runs on any label, not only hpml-accept"),
+    ("any label re-runs the suite", "  mode=relabel\n", "  mode=compare\n",
+     "job gate: a label other than hpml-accept re-runs the suite"),
+    ("another label skips the verdict", "        if: env.MODE == 'relabel'\n",
+     "        if: false\n", "job merge: a run for a label other than hpml-accept passes"),
     ("a label older than a push accepts it", 'if [ "$head" = "$EVENT_HEAD" ]; then',
      'if true; then', "job gate accepts without checking that the labelled head"),
     ("a job that ignores the gate", "    needs: gate\n", "",
@@ -213,8 +223,8 @@ BREAKS = [  # (what is broken, the text replaced, its replacement, the problem n
      "job save: the push is not retried"),
     ("an old run saves over a newer one", 'git merge-base --is-ancestor "$GITHUB_SHA" "$last"',
      'false', "job save: an old run can save over a newer save"),
-    ("main saves without comparing", "--hpml-compare --hpml-baselines=shard/baselines",
-     "--hpml-baselines=shard/baselines", "job shard saves on main without comparing first"),
+    ("main saves without comparing", "save) args+=(--hpml-compare --hpml-save-baseline)",
+     "save) args+=(--hpml-save-baseline)", "job shard saves on main without comparing first"),
     ("a regression on main is saved", "== 'save' &&\n      needs.merge.result == 'success'",
      "== 'save'", "job save saves without the merge job's comparison passing"),
     ("no shards", "--hpml-shard=${{ matrix.shard }}/3", "",
