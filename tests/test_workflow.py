@@ -290,3 +290,130 @@ def test_shellcheck_catches_an_unquoted_variable(tmp_path: Path) -> None:
     done = _lint(_project(tmp_path, broken), SHELLCHECK)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "SC2086" in done.stdout  # double quote to prevent globbing and word splitting
+
+
+# -- the scripts do what the checks above assume, run as the runner runs them -----------------
+
+def _script(job: str, step_id: str) -> str:
+    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"][job]["steps"]
+    return next(s["run"] for s in steps if s.get("id") == step_id)
+
+
+def _bash(script: str, cwd: Path, env: dict[str, str], tmp_path: Path
+          ) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+    """The script under GitHub's `bash -e` with pipefail; its $GITHUB_OUTPUT as a dict."""
+    output = tmp_path / "github-output"
+    output.write_text("")
+    (tmp_path / "step.sh").write_text(script)
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail",
+                           str(tmp_path / "step.sh")], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+                                            "HOME": str(tmp_path), "GITHUB_OUTPUT": str(output),
+                                            "ACCEPT_LABEL": ACCEPT, **env})
+    return done, dict(line.split("=", 1) for line in output.read_text().splitlines())
+
+
+def _fake(tmp_path: Path, name: str, body: str) -> None:
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    (tmp_path / "bin" / name).write_text("#!/bin/bash\n" + body)
+    (tmp_path / "bin" / name).chmod(0o755)
+
+
+@pytest.mark.parametrize("event, action, label, labels, head_now, mode, said", [
+    ("push", "", "", "", "", "save", ""),
+    ("pull_request", "synchronize", "", "", "", "compare", ""),
+    ("pull_request", "synchronize", "", f"wip {ACCEPT}", "", "compare",
+     f"{ACCEPT} was applied before this push and accepts nothing here"),
+    ("pull_request", "labeled", ACCEPT, ACCEPT, "a" * 40, "accept", ""),
+    ("pull_request", "labeled", ACCEPT, ACCEPT, "b" * 40, "compare",
+     f"{ACCEPT} was applied to {'a' * 40}, the head is now {'b' * 40}: not accepted"),
+    ("pull_request", "unlabeled", ACCEPT, "", "", "compare", f"{ACCEPT} removed"),
+    ("pull_request", "labeled", "docs", f"docs {ACCEPT}", "", "relabel", ""),
+], ids=["main", "push", "stale-label", "accept", "pushed-since", "unlabeled", "other-label"])
+def test_the_gate_decides_the_mode(tmp_path: Path, event: str, action: str, label: str,
+                                   labels: str, head_now: str, mode: str, said: str) -> None:
+    _fake(tmp_path, "gh", f'[ "$*" = "api repos/o/r/pulls/7 --jq .head.sha" ] && echo {head_now}'
+                          '\n')
+    done, out = _bash(_script("gate", "mode"), tmp_path, {
+        "EVENT": event, "ACTION": action, "LABEL": label, "LABELS": labels, "PR": "7",
+        "EVENT_HEAD": "a" * 40, "GITHUB_REPOSITORY": "o/r"}, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert out["mode"] == mode
+    assert said in done.stdout
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd,
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """A GitHub repository as a bare git one (main: commits old, new; no baseline branch yet),
+    its checkout at `old`, and a fake plugin merge that copies the shards' baseline files."""
+    origin = tmp_path / "o" / "r.git"
+    _git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    work = tmp_path / "work"
+    _git(tmp_path, "clone", "-q", str(origin), str(work))
+    shas = []
+    for name in ("old", "new"):
+        _git(work, "commit", "-q", "--allow-empty", "-m", name)
+        shas.append(_git(work, "rev-parse", "HEAD"))
+    _git(work, "push", "-q", "origin", "HEAD:main")
+    _git(work, "checkout", "-q", shas[0])
+    (work / "shards" / "hpml-shard-1" / "baselines").mkdir(parents=True)
+    (work / "shards" / "hpml-shard-1" / "baselines" / "gpu-full.json").write_text('{"n": 1}\n')
+    _fake(tmp_path, "python", '[ "$1 $2 $3" = "-m pytest_hpml merge" ] || exit 2\n'
+                              'cp shards/*/baselines/*.json "${@: -1}"/\n')
+    return origin, work, shas
+
+
+def _push(tmp_path: Path, work: Path, sha: str) -> tuple[subprocess.CompletedProcess, dict]:
+    return _bash(_script("save", "push"), work, {
+        "GH_TOKEN": "t", "GITHUB_SERVER_URL": f"file://{tmp_path}", "GITHUB_REPOSITORY": "o/r",
+        "GITHUB_SHA": sha, "BASELINES_BRANCH": "hpml-baselines"}, tmp_path)
+
+
+def _saves(origin: Path) -> list[str]:
+    return _git(origin, "log", "--format=%s", "hpml-baselines").splitlines()
+
+
+def test_the_first_save_creates_the_baseline_branch(tmp_path: Path, repository: tuple) -> None:
+    origin, work, (old, _) = repository
+    done, out = _push(tmp_path, work, old)
+    assert done.returncode == 0 and out["saved"] == "true", done.stdout + done.stderr
+    assert _saves(origin) == [f"Baseline from {old}"]
+    assert _git(origin, "show", "hpml-baselines:gpu-full.json") == '{"n": 1}'
+
+
+def test_a_re_run_of_an_older_run_saves_nothing(tmp_path: Path, repository: tuple) -> None:
+    origin, work, (old, new) = repository
+    _push(tmp_path, work, new)
+    done, out = _push(tmp_path, work, old)  # the run of `old`, re-run after `new` saved
+    assert done.returncode == 0 and out["saved"] == "false", done.stdout + done.stderr
+    assert f"::notice::not saved: hpml-baselines already holds the save of {new}, which is " \
+           f"this run's commit {old} or newer" in done.stdout
+    assert _saves(origin) == [f"Baseline from {new}"]
+
+
+def test_a_push_that_lost_a_race_merges_onto_the_newer_save(tmp_path: Path,
+                                                             repository: tuple) -> None:
+    origin, work, (old, new) = repository
+    _push(tmp_path, work, old)
+    # Another save lands between this job's clone and its push, once.
+    racer = tmp_path / "racer"
+    _git(tmp_path, "clone", "-q", "-b", "hpml-baselines", str(origin), str(racer))
+    _fake(tmp_path, "python", f'cp shards/*/baselines/*.json "${{@: -1}}"/\n'
+                              f'if [ ! -e {tmp_path}/raced ]; then touch {tmp_path}/raced\n'
+                              f'  git -C {racer} -c user.name=t -c user.email=t@t commit -q '
+                              f'--allow-empty -m "a save elsewhere"\n'
+                              f'  git -C {racer} push -q origin HEAD:hpml-baselines; fi\n')
+    _fake(tmp_path, "sleep", f'echo "$1" >> {tmp_path}/slept\n')  # the pause between tries
+    (work / "shards" / "hpml-shard-1" / "baselines" / "gpu-full.json").write_text('{"n": 2}\n')
+    done, out = _push(tmp_path, work, new)
+    assert done.returncode == 0 and out["saved"] == "true", done.stdout + done.stderr
+    assert "::warning::push 1 of 5 refused (another save landed first): merging onto it again" \
+        in done.stdout
+    assert (tmp_path / "slept").read_text() == "10\n"
+    assert _saves(origin) == [f"Baseline from {new}", "a save elsewhere", f"Baseline from {old}"]
+    assert _git(origin, "show", "hpml-baselines:gpu-full.json") == '{"n": 2}'
