@@ -5,7 +5,8 @@ fork pull requests approved before a GPU runs their code, only the hpml-accept l
 a pull request, main compares before it saves, saves one at a time, shards and a merge.
 
 Each promise is a check of the parsed workflow (workflow_problems); each check is shown to fail
-on a copy of the workflow broken in that one place."""
+on a copy of the workflow broken in that one place. The steps' scripts run here as a runner runs
+them (bash -e, pipefail), with a fake `gh` and a bare git repository for GitHub."""
 
 from __future__ import annotations
 
@@ -417,3 +418,60 @@ def test_a_push_that_lost_a_race_merges_onto_the_newer_save(tmp_path: Path,
     assert (tmp_path / "slept").read_text() == "10\n"
     assert _saves(origin) == [f"Baseline from {new}", "a save elsewhere", f"Baseline from {old}"]
     assert _git(origin, "show", "hpml-baselines:gpu-full.json") == '{"n": 2}'
+
+
+@pytest.mark.parametrize("mode, given, not_given", [
+    ("save", ["--hpml-compare", "--hpml-save-baseline"], ["--hpml-require-baseline"]),
+    ("compare", ["--hpml-compare", "--hpml-require-baseline"], ["--hpml-save-baseline"]),
+    ("accept", ["--hpml-require-baseline", "--hpml-save-baseline"], ["--hpml-compare"]),
+])
+def test_a_shard_measures_its_share_in_its_mode(tmp_path: Path, mode: str, given: list[str],
+                                                not_given: list[str]) -> None:
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").write_text('#!/bin/bash\nprintf "%s\\n" "$@"\n')
+    (tmp_path / ".venv" / "bin" / "python").chmod(0o755)
+    (tmp_path / "hpml-baselines").mkdir()
+    (tmp_path / "hpml-baselines" / "gpu-full.json").write_text("{}")
+    script = _script("shard", "measure").replace("${{ matrix.shard }}", "2")
+    done, _ = _bash(script, tmp_path, {"MODE": mode}, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    args = done.stdout.split()
+    assert args[:4] == ["-m", "pytest", "-m", "gpu"]
+    for option in ["--hpml-require-gpu", "--hpml-shard=2/3", "--hpml-baselines=shard/baselines",
+                   "--hpml-report=shard/report.json", *given]:
+        assert option in args, (option, args)
+    assert not set(not_given) & set(args), args
+    assert (tmp_path / "shard" / "baselines" / "gpu-full.json").exists()  # main's copy
+
+
+RUNS = ('runs?event=pull_request&status=completed&head_sha=' + "a" * 40)
+
+
+@pytest.mark.parametrize("last, passes", [("12 success", True), ("12 failure", False),
+                                          ("", False)], ids=["passed", "failed", "none"])
+def test_another_labels_run_repeats_the_last_verdict(tmp_path: Path, last: str,
+                                                     passes: bool) -> None:
+    _fake(tmp_path, "gh", f'[[ "$2" == "repos/o/r/actions/{RUNS}" ]] && echo "{last}"\n')
+    done, _ = _bash(_script("merge", "relabel"), tmp_path, {
+        "GH_TOKEN": "t", "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "13",
+        "HEAD": "a" * 40}, tmp_path)
+    assert (done.returncode == 0) is passes, done.stdout + done.stderr
+    if not passes:
+        assert f"did not pass: a label other than {ACCEPT} changes nothing" in done.stdout
+
+
+@pytest.mark.parametrize("jobs, accepted", [("gate\nmerge\naccepted", "true"),
+                                            ("gate\nmerge", "false")])
+def test_main_knows_a_change_accepted_on_the_merged_head(tmp_path: Path, jobs: str,
+                                                         accepted: str) -> None:
+    _fake(tmp_path, "gh", 'case "$2" in\n'
+                          '  repos/o/r/commits/m1/pulls) echo 7 ;;\n'
+                          '  repos/o/r/pulls/7) echo h7 ;;\n'
+                          '  "repos/o/r/actions/runs?event=pull_request&status=success&'
+                          'head_sha=h7") echo 41 ;;\n'
+                          f'  repos/o/r/actions/runs/41/jobs) printf "{jobs}\\n" ;;\n'
+                          '  *) exit 1 ;;\nesac\n')
+    done, out = _bash(_script("merge", "accepted"), tmp_path, {
+        "GH_TOKEN": "t", "GITHUB_REPOSITORY": "o/r", "GITHUB_SHA": "m1"}, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert out["accepted"] == accepted
