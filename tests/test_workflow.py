@@ -109,6 +109,12 @@ def _trigger_problems(wf: dict) -> list[str]:
                    if str(s.get("name", "")).startswith("Repeat the last verdict")), {})
     if repeat.get("if") != "env.MODE == 'relabel'" or "!= success" not in str(repeat.get("run")):
         out.append(f"job merge: a run for a label other than {ACCEPT} passes a failed verdict")
+    merge = jobs.get("merge", {})
+    stop = _steps(merge)[0] if _steps(merge) else {}
+    if merge.get("if") != "always()" or "needs.approve-fork.result == 'failure'" not in str(
+            stop.get("if")) or "needs.gate.result != 'success'" not in str(stop.get("if")):
+        out.append("job merge, the required check, can be skipped (a skipped check passes): "
+                   "run it always, failing when the gate or a fork's approval failed")
     if "gh api" not in str(decide.get("run")) or \
             '[ "$head" = "$EVENT_HEAD" ]' not in str(decide.get("run")):
         out.append("job gate accepts without checking that the labelled head is still the head")
@@ -214,6 +220,12 @@ BREAKS = [  # (what is broken, the text replaced, its replacement, the problem n
      'if true; then', "job gate accepts without checking that the labelled head"),
     ("a job that ignores the gate", "    needs: gate\n", "",
      "job approve-fork does not wait for gate: it runs on every label"),
+    ("a refused approval skips the verdict", "    needs: [gate, approve-fork, shard]\n"
+     "    if: always()\n", "    needs: [gate, approve-fork, shard]\n    if: success()\n",
+     "job merge, the required check, can be skipped"),
+    ("a refused approval passes", "needs.gate.result != 'success' || "
+     "needs.approve-fork.result == 'failure'", "needs.gate.result != 'success'",
+     "job merge, the required check, can be skipped"),
     ("forks need no approval", "    environment: gpu-fork-pr\n", "",
      "job approve-fork is not behind the environment gpu-fork-pr"),
     ("a GPU job skips the fork guard", "    needs: [gate, approve-fork]\n",
