@@ -5,7 +5,6 @@ metrics that vanish, and the terminal summary of a comparison without a report."
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hpml_testing import FAST, baseline_file
@@ -182,6 +181,7 @@ def test_a_metric_recorded_twice_in_a_row_says_so(pytester: pytest.Pytester) -> 
     pytester.makepyfile(test_r="def test_r(hpml):\n"
                                "    hpml.record('t', 1.0, better='lower')\n"
                                "    hpml.record('t', 2.0, better='lower')\n")
-    result = pytester.runpytest(*FAST, "--hpml-report")
+    result = pytester.runpytest(*FAST, "--hpml-report=report.json")
     result.stdout.fnmatch_lines(["*test_r.py::test_r: t recorded twice in this row: 2 replaced 1"])
-    assert Path  # the row keeps the last value
+    metrics = json.loads((pytester.path / "report.json").read_text())["records"][0]["metrics"]
+    assert [(m["name"], m["value"]) for m in metrics] == [("t", 2.0)]  # the last value kept
