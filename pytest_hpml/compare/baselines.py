@@ -17,10 +17,8 @@ Saving is safe against everything that happens to CI runners:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from typing import Any
 from pytest_hpml import __version__
 from pytest_hpml.compare import provenance
 from pytest_hpml.compare.history import MergePolicy, extend
+from pytest_hpml.compare.scratch import clean_stale_temporaries, locked
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.machine.fingerprint import machine_key
 from pytest_hpml.report.files import write_atomic, write_target
@@ -37,12 +36,6 @@ SCHEMA_PREFIX = "pytest-hpml/baseline/"
 SCHEMA = f"{SCHEMA_PREFIX}2"
 #: Files written before the history was kept: still read, as one run each.
 OLD_SCHEMAS = ("pytest-hpml/baseline/1",)
-
-try:  # POSIX file locks; elsewhere saves are atomic but not serialized
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
-
 
 class BaselineError(ValueError):
     """A baseline file that cannot be used; the message names the file and what to do (a
@@ -234,48 +227,6 @@ def load(path: Path) -> Baseline | None:
     return parse(path, text)
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on the baseline file's lock file, held for the whole merge."""
-    if fcntl is None:  # pragma: no cover - Windows
-        yield
-        return
-    lock = path.with_name(f".{path.name}.lock")
-    _ignore_scratch(path.parent)
-    with open(lock, "a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-#: What the store leaves beside the baseline files and a team never commits (the folder is
-#: often a git branch that a CI job adds with `git add -A`).
-SCRATCH_IGNORE = ("# pytest-hpml's lock and temporary files, never committed\n"
-                  ".*.json.lock\n.*.json.*.tmp\n")
-
-
-def _ignore_scratch(folder: Path) -> None:
-    """A .gitignore for the store's own scratch files, where the folder has none (one the team
-    wrote is theirs and left as it is)."""
-    ignore = folder / ".gitignore"
-    if not ignore.exists():
-        with contextlib.suppress(OSError):  # a read-only .gitignore place costs only this
-            ignore.write_text(SCRATCH_IGNORE, encoding="utf-8")
-
-
-def _clean_stale_temporaries(path: Path) -> list[Path]:
-    """Temporaries of this file left by a killed save. Only a save holding the lock writes
-    one, and it holds the lock now, so every one found is an orphan."""
-    removed = []
-    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-            removed.append(tmp)
-    return removed
-
-
 def _text(document: dict[str, Any]) -> str:
     """A baseline's text: its header indented, each row on a line of its own (a save changes
     the lines of the rows it measured, so a git diff of the baseline branch shows which)."""
@@ -296,8 +247,8 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
     if policy.keep < 1:
         raise ValueError(f"keep must be >= 1 run, got {policy.keep}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path):
-        _clean_stale_temporaries(path)
+    with locked(path):
+        clean_stale_temporaries(path)
         # Read under the lock, just before writing: a save that finished a moment ago is
         # merged, not overwritten. A damaged file raises here and is never overwritten.
         existing = load(path)
@@ -355,8 +306,8 @@ def merge_shards(path: Path, shards: list[tuple[str, Path, set[str]]]) -> Shards
     the shard; nothing is written then."""
     path = write_target(Path(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path):
-        _clean_stale_temporaries(path)
+    with locked(path):
+        clean_stale_temporaries(path)
         existing = load(path)
         records = dict(existing.records) if existing else {}
         table = dict(existing.saves) if existing else {}
