@@ -264,16 +264,27 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
         try:
             merged, skipped, levels = extend(existing.records if existing else {}, records,
                                             policy)
-            document = {"schema": SCHEMA, "fingerprint": fingerprint, "profile": profile,
-                        "saves": provenance.kept(table, merged.values()),
-                        "records": [merged[k] for k in sorted(merged)]}
-            text = _text(document)
-            _check_document(json.loads(text))
-        except (_Invalid, TypeError, ValueError) as exc:
+        except (TypeError, ValueError) as exc:
             raise BaselineError(f"the save to {path} was refused: the merged file would be "
                                 f"damaged ({exc}); the file was left untouched.") from None
-        write_atomic(path, lambda f: f.write(text))
+        _write_checked(path, fingerprint, profile, table, merged, "the save to")
     return SaveResult(path, skipped, levels)
+
+
+def _write_checked(path: Path, fingerprint: dict[str, Any], profile: str,
+                   table: dict[str, Any], rows: dict[str, Any], what: str) -> None:
+    """Write the file of `rows` atomically once it passes the loader's own checks: a file the
+    loader would refuse is never written (the one there stays)."""
+    try:
+        document = {"schema": SCHEMA, "fingerprint": fingerprint, "profile": profile,
+                    "saves": provenance.kept(table, rows.values()),
+                    "records": [rows[k] for k in sorted(rows)]}
+        text = _text(document)
+        _check_document(json.loads(text))
+    except (_Invalid, TypeError, ValueError) as exc:
+        raise BaselineError(f"{what} {path} was refused: the merged file would be damaged "
+                            f"({exc}); the file was left untouched.") from None
+    write_atomic(path, lambda f: f.write(text))
 
 
 @dataclass
@@ -344,14 +355,5 @@ def merge_shards(path: Path, shards: list[tuple[str, Path, set[str]]]) -> Shards
                 fingerprint, profile = shard.fingerprint, shard.profile  # its versions: newest
         if not merged.taken:
             return merged
-        try:
-            document = {"schema": SCHEMA, "fingerprint": fingerprint, "profile": profile,
-                        "saves": provenance.kept(table, records.values()),
-                        "records": [records[k] for k in sorted(records)]}
-            text = _text(document)
-            _check_document(json.loads(text))
-        except (_Invalid, TypeError, ValueError) as exc:
-            raise BaselineError(f"the merge into {path} was refused: the merged file would be "
-                                f"damaged ({exc}); the file was left untouched.") from None
-        write_atomic(path, lambda f: f.write(text))
+        _write_checked(path, fingerprint, profile, table, records, "the merge into")
     return merged
