@@ -16,7 +16,7 @@ import pytest
 
 from pytest_hpml.machine.fingerprint import fingerprint
 from pytest_hpml.policy import path_option
-from pytest_hpml.report import exports, files, plots, summary, tables
+from pytest_hpml.report import comparison_summary, exports, files, plots, tables
 from pytest_hpml.report.files import REPORT_SUFFIXES, Output, writable_problem
 from pytest_hpml.selection import profile_of
 from pytest_hpml.session import add_option, run_of, writes_outputs
@@ -91,7 +91,7 @@ def pytest_hpml_outputs(config: pytest.Config) -> list[Output]:
         outputs.append(Output("report", Path(name), write))
     if opt.hpml_summary:
         summary_path = Path(opt.hpml_summary)
-        outputs.append(Output("summary", summary_path, lambda: [summary.write_summary(
+        outputs.append(Output("summary", summary_path, lambda: [comparison_summary.write_summary(
             summary_path, run.records, comparison_title(opt), run.new_levels)]))
     if opt.hpml_export_benchmark_action:
         action = Path(opt.hpml_export_benchmark_action)
