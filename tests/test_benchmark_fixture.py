@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hpml_testing import FAST, metrics_by_test, run_with_json
+from hpml_testing import FAST, metrics_by_test, outside_xdist, run_with_json
 
 from pytest_hpml import rerun
 from pytest_hpml.benchmark_fixture import ClockChoice, choose_clock
@@ -110,13 +110,6 @@ NOT_USED_TIMER = "@pytest.mark.benchmark(timer=...) is not used"
 def _suite(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_bench_suite=SUITE)
-
-
-def outside_xdist(monkeypatch: pytest.MonkeyPatch) -> None:
-    """pytest-benchmark disables itself in any process whose environment names an xdist worker,
-    as this test's process does under `pytest -n`: its inner runs must not see it."""
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(name, raising=False)
 
 
 def _ids(name: str) -> str:
