@@ -146,3 +146,28 @@ def test_where_pytest_benchmark_is_active_its_options_are_its_own(
     assert "pytest-benchmark's (it is active" in result.stdout.str()
     # pytest-benchmark's own JSON (its "benchmarks" list), not pytest-hpml's report.
     assert len(json.loads((pytester.path / "bench.json").read_text())["benchmarks"]) == 3
+
+
+def test_every_run_that_timed_something_ends_with_a_summary_table(
+        pytester: pytest.Pytester) -> None:
+    """Issue 33, item 5: pytest-benchmark prints a table by default; so does pytest-hpml."""
+    _project(pytester, "--benchmark-sort=name")
+    result = pytester.runpytest(*FAST)
+    result.assert_outcomes(passed=4)
+    output = result.stdout.str()
+    assert "hpml summary" in output
+    result.stdout.re_match_lines([r"test +median ± IQR +min +max +samples",
+                                  r"test_sums.py::test_sorted +\S+ ± \S+ [nu]s .*",
+                                  r"test_sums.py::test_sum\[100\] .*",
+                                  r"test_sums.py::test_sum\[10\] .*"])  # by name, as there
+    quiet = pytester.runpytest(*FAST, "-q")
+    quiet.stdout.fnmatch_lines(["hpml: 3 timing(s) of 3 test(s); the table: run without -q, "
+                                "or --hpml-report"])
+    assert "hpml summary" not in quiet.stdout.str()
+    for off in ("--hpml-no-summary", "--benchmark-disable"):
+        result = pytester.runpytest(*FAST, off)
+        result.assert_outcomes(passed=4)
+        assert "hpml summary" not in result.stdout.str()
+        assert "timing(s) of" not in result.stdout.str()
+    pytester.makeini("[pytest]\naddopts = -p no:benchmark\nhpml_no_summary = true\n")
+    assert "hpml summary" not in pytester.runpytest(*FAST).stdout.str()
