@@ -82,6 +82,11 @@ class Rules:
     drift: float = DEFAULT_DRIFT  # assumed for times and rates until the history knows it
     max_detectable: float | None = DEFAULT_MAX_DETECTABLE  # blind spots beyond it (None: never)
     strict_blind: bool = False  # a blind spot fails the comparison (--hpml-strict-blind-spots)
+    # Where nothing can be measured again (two saved reports): a regression resting on one
+    # process a side, with no spread between processes known, is `unconfirmed`, not
+    # `regressed` (two processes of the same code differ by more than their samples show).
+    unconfirmed_alone: bool = False
+    fail_unconfirmed: bool = False  # an unconfirmed regression fails too (--fail-unconfirmed)
 
     def tolerance_of(self, metric: Metric, base: Stored | None = None) -> float:
         """The tolerance a metric's change is held to: its own, else 0 for an exact figure,
@@ -253,6 +258,12 @@ def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: flo
                             f"change beyond {pct(e.mdc)} is needed to be caught ({evidence})")
     reference = statistics.median(e.history)
     shown = ", ".join(f"{relative_change(reference, v):+.1%}" for v in e.now)
+    if worse and rules.unconfirmed_alone and e.noise.between is None and len(e.now) < 2:
+        return judged("unconfirmed", p_value=p_value,
+                      basis=f"{e.change:+.1%}, in one process a side: the spread between "
+                            "processes is unknown, so nothing confirms it (a save with "
+                            "--hpml-baseline-processes, or --hpml-compare, which confirms in "
+                            f"fresh processes, can); {evidence}")
     return judged("regressed" if worse else "improved", p_value=p_value,
                   basis=f"{e.change:+.1%} beyond the {pct(e.mdc)} this machine can detect; "
                         f"{len(e.now)} process(es): {shown}; {evidence}")

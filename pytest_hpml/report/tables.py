@@ -223,7 +223,7 @@ def _comparison_rows(records: list[Record]) -> list[list[str]]:
 
 
 #: The verdicts worth a line of their own in the terminal summary of a comparison.
-NOTEWORTHY = ("regressed", "missing", "improved", "ambiguous")
+NOTEWORTHY = ("regressed", "unconfirmed", "missing", "improved", "ambiguous")
 
 
 def verdict_lines(records: list[Record]) -> list[str]:
