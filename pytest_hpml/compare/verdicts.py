@@ -144,7 +144,17 @@ def _tracking(raw: Evidence, rel: Evidence) -> tuple[bool, str]:
 
 def seeded_basis(seeded_from: str) -> str:
     return (f"the baseline is {seeded_from}: its between-run spread is unknown until "
-            "pytest-hpml has saved its own runs (--hpml-save-baseline)")
+            "pytest-hpml has saved its own runs (--hpml-save-baseline), and it was measured in "
+            "another environment (the intra-op threads and malloc thresholds pytest-hpml does "
+            "not set there), so its verdicts are not trusted: a slowdown is 'unconfirmed', a "
+            "speed-up 'ambiguous', neither fails")
+
+
+def _untrusted(verdict: Verdict) -> Verdict:
+    """A verdict against a seeded baseline: another tool's run, in another environment (2
+    threads against 1 turned unchanged code into -99.9 %), decides nothing."""
+    outcome = {"regressed": "unconfirmed", "improved": "ambiguous"}.get(verdict.outcome)
+    return replace(verdict, outcome=outcome) if outcome else verdict
 
 
 def judge_metric(current: Metric, now: Replicates, base: Stored | None, rules: Rules,
@@ -161,12 +171,14 @@ def judge_metric(current: Metric, now: Replicates, base: Stored | None, rules: R
     if base is None:
         return Verdict("new", unit=current.unit, current=now.value,
                        processes=len(now.values))
-    verdict = _verdict(current, now, base, rules, can_confirm, advice or Advice())
+    # A seeded baseline: fresh processes would confirm a change against another environment.
+    verdict = _verdict(current, now, base, rules, 0 if base.seeded_from else can_confirm,
+                       advice or Advice())
     verdict = replace(verdict, unit=current.unit, processes=len(now.values),
                       accepted=verdict.accepted or base.last_accepted())
     if base.seeded_from:
         basis = "; ".join(filter(None, (verdict.basis, seeded_basis(base.seeded_from))))
-        verdict = replace(verdict, basis=basis)
+        verdict = _untrusted(replace(verdict, basis=basis))
     return verdict
 
 
