@@ -359,14 +359,17 @@ class BenchmarkFixture:
             return
         hpml = self._hpml
         hpml.experiment = self.table_title()
-        test = self.fullname.split("::", 1)[-1].split("[", 1)[0]
+        # The file too: two tests named alike in two files are two rows told apart.
+        test = self.fullname.split("[", 1)[0]
         if "test" not in (self.params or {}):
             hpml.param(test=test)
         for key, value in self.extra_info.items():
             if (self.params or {}).get(key, object()) == value:
                 continue  # a parameter's value again: its column shows it
             name = key if hpml.metric(key) is None else f"extra_info.{key}"
-            if isinstance(value, (int, float)) and math.isfinite(value):
+            if isinstance(value, bool):  # JSON's words, as pytest-benchmark's file has them
+                hpml.param(**{name: "true" if value else "false"})
+            elif isinstance(value, (int, float)) and math.isfinite(value):
                 hpml.setting(name, value)
             else:
                 hpml.param(**{name: str(value)})

@@ -145,7 +145,7 @@ def test_a_pytest_benchmark_suite_runs_unchanged_under_pytest_hpml(
     records = {r["id"]: r for r in document["records"]}
     assert records[_ids("test_stats_and_extra_info[10]")]["experiment"] == "benchmark 'fib'"
     assert records[_ids("test_stats_and_extra_info[10]")]["params"] == {
-        "n": 10, "test": "test_stats_and_extra_info", "algorithm": "naive"}
+        "n": 10, "test": "test_bench_suite.py::test_stats_and_extra_info", "algorithm": "naive"}
     assert records[_ids("test_pedantic_rounds")]["experiment"] == "benchmark 'pedantic'"
     assert records[_ids("test_call_form")]["experiment"] == "benchmark"
 
