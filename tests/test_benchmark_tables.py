@@ -1,7 +1,7 @@
 """The report of a suite written for pytest-benchmark (issue 33, item 6): tables split by the
 benchmark's group, two tests named alike in two files told apart, each cell in its own unit
 where one unit cannot read a column, extra_info booleans as true/false and a None parameter
-as None. A user project of its own, run with -p no:benchmark."""
+as None, object parameters by pytest's ids. A user project of its own, run with -p no:benchmark."""
 
 from __future__ import annotations
 
@@ -19,6 +19,20 @@ FIRST = """
     def test_parse(benchmark, limit):
         benchmark.extra_info["cached"] = limit is None
         benchmark(sorted, [3, 1, 2])
+
+
+    class BaseConverter:
+        pass
+
+
+    class Custom:
+        pass
+
+
+    @pytest.mark.benchmark(group="convert")
+    @pytest.mark.parametrize("converter", [BaseConverter, Custom()], ids=["base", "custom"])
+    def test_convert(benchmark, converter):
+        benchmark(repr, converter)
 
 
     @pytest.mark.benchmark(group="wide")
@@ -42,8 +56,12 @@ def test_the_report_of_a_pytest_benchmark_suite_reads_as_its_users_expect(
     pytester.makeini("[pytest]\naddopts = -p no:benchmark\n")
     pytester.makepyfile(test_first=FIRST, test_second=SECOND)
     result = pytester.runpytest(*FAST, "--hpml-report")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=7)
     output = result.stdout.str()
+    # Object parameters by the ids pytest gave them, never a repr or a memory address.
+    convert = output[output.index("\nbenchmark 'convert'"):output.index("\nbenchmark 'wide'")]
+    assert "base " in convert and "custom " in convert, convert
+    assert "<class" not in output and " at 0x" not in output
     # One table per group, as pytest-benchmark prints them.
     parse = output[output.index("\nbenchmark 'parse'"):output.index("\nbenchmark 'wide'")]
     wide = output[output.index("\nbenchmark 'wide'"):]
