@@ -24,6 +24,7 @@ import pytest
 
 from pytest_hpml import benchmark_hookspecs
 from pytest_hpml.benchmark_fixture import BenchmarkFixture, marker_options
+from pytest_hpml.benchmark_options import group_by_parts, run_wide
 from pytest_hpml.fixture import Hpml
 from pytest_hpml.session import run_of
 
@@ -51,6 +52,11 @@ class BenchmarkFixturePlugin:
     def benchmark(self, request: pytest.FixtureRequest, hpml: Hpml) -> BenchmarkFixture:
         """pytest-benchmark's benchmark fixture on pytest-hpml's timing (see docs/API.md)."""
         options = marker_options(request.node)
+        wide = run_wide(request.config)  # pytest-benchmark's options, where declared here
+        if wide is not None:
+            options.disable_gc = options.disable_gc or bool(wide.benchmark_disable_gc)
+            if wide.benchmark_group_by:
+                options.group_by = group_by_parts(wide.benchmark_group_by)
         for line in options.not_used:
             run_of(request.config).say_once(line)
         return BenchmarkFixture(hpml, request.node, options)

@@ -68,6 +68,7 @@ class BenchmarkOptions:
     disable_gc: bool = False
     timing: dict[str, Any] = field(default_factory=dict)  # TimingConfig overrides
     not_used: list[str] = field(default_factory=list)  # one line each, said once per run
+    group_by: list[str] = field(default_factory=lambda: ["group"])  # --benchmark-group-by
 
 
 def marker_options(item: pytest.Item) -> BenchmarkOptions:
@@ -331,6 +332,25 @@ class BenchmarkFixture:
             if enabled:
                 gc.enable()
 
+    def table_title(self) -> str:
+        """The table this row is shown in: "benchmark", then the labels of
+        --benchmark-group-by (pytest-benchmark's grouping; by default the group, if any)."""
+        labels = []
+        for part in self._options.group_by:
+            if part == "group":
+                labels += [repr(self.group)] if self.group is not None else []
+            elif part in ("name", "fullname"):
+                labels.append(getattr(self, part))
+            elif part in ("func", "fullfunc"):
+                labels.append((self.name if part == "func" else self.fullname).split("[")[0])
+            elif part == "param":
+                labels += [self.param] if self.param is not None else []
+            else:  # param:NAME
+                name = part.split(":", 1)[1]
+                if name in (self.params or {}):
+                    labels.append(f"{name}={self.params[name]}")
+        return " ".join(["benchmark", *labels])
+
     def finish(self) -> None:
         """At the end of the test, before its records are judged and sent: the group names
         the table, extra_info is shown beside the time (numbers as settings, text as a
@@ -338,18 +358,18 @@ class BenchmarkFixture:
         if self.disabled or self._mode is None:
             return
         hpml = self._hpml
-        if self.group is not None:
-            hpml.experiment = f"benchmark {self.group!r}"
-        else:
-            hpml.experiment = "benchmark"
-        test = self.fullname.split("::", 1)[-1].split("[", 1)[0]
+        hpml.experiment = self.table_title()
+        # The file too: two tests named alike in two files are two rows told apart.
+        test = self.fullname.split("[", 1)[0]
         if "test" not in (self.params or {}):
             hpml.param(test=test)
         for key, value in self.extra_info.items():
             if (self.params or {}).get(key, object()) == value:
                 continue  # a parameter's value again: its column shows it
             name = key if hpml.metric(key) is None else f"extra_info.{key}"
-            if isinstance(value, (int, float)) and math.isfinite(value):
+            if isinstance(value, bool):  # JSON's words, as pytest-benchmark's file has them
+                hpml.param(**{name: "true" if value else "false"})
+            elif isinstance(value, (int, float)) and math.isfinite(value):
                 hpml.setting(name, value)
             else:
                 hpml.param(**{name: str(value)})

@@ -4,6 +4,8 @@ run: it uses the stage packages (compare, report, machine) and never a hook modu
     python -m pytest_hpml compare OLD NEW [--format terminal|markdown|csv]
         The comparison --hpml-compare makes, of two JSON reports or baseline files (or a
         pytest-benchmark run as OLD); exit status 1 when a metric regressed or went missing.
+        A regression that the files cannot confirm (one process a side, nothing measured
+        again) is "unconfirmed" and does not fail unless --fail-unconfirmed.
     python -m pytest_hpml show FILE
         What a baseline (or a report) holds: tests, metrics, runs kept, their spread, accepted
         levels, machine and versions.
@@ -258,6 +260,9 @@ def parser() -> argparse.ArgumentParser:
                           f"--hpml-max-detectable ({verdicts.DEFAULT_MAX_DETECTABLE}; 0: never)")
     cmp.add_argument("--strict-blind-spots", action="store_true",
                      help="a blind spot fails, as --hpml-strict-blind-spots")
+    cmp.add_argument("--fail-unconfirmed", action="store_true",
+                     help="a regression the two files cannot confirm (one process a side, no "
+                          "spread between processes known: 'unconfirmed') fails too")
     cmp.add_argument("--allow-missing", action="store_true",
                      help="rows of OLD that NEW lacks are said and do not fail (NEW ran part of "
                           "the suite)")
@@ -306,7 +311,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
                                "as 0.1, --alpha one in (0, 1)")
             return compare(args.old, args.new, args.format,
                            Rules(args.tolerance, args.alpha, args.drift,
-                                 args.max_detectable or None, args.strict_blind_spots), out,
+                                 args.max_detectable or None, args.strict_blind_spots,
+                                 unconfirmed_alone=True,
+                                 fail_unconfirmed=args.fail_unconfirmed), out,
                            allow_missing=args.allow_missing,
                            allow_other_machine=args.allow_other_machine)
         if args.command == "show":

@@ -197,7 +197,21 @@ def hpml(request: pytest.FixtureRequest) -> Hpml:
 
 def _callspec_params(item: pytest.Item) -> dict[str, Any]:
     callspec = getattr(item, "callspec", None)
-    return dict(callspec.params) if callspec else {}
+    if not callspec:
+        return {}
+    return {name: _shown(name, value, callspec) for name, value in callspec.params.items()}
+
+
+def _shown(name: str, value: Any, callspec: Any) -> Any:
+    """A parameter as the report shows it: its value, or where its str() is a repr
+    ("<class 'x.BaseConverter'>", "<... object at 0x7f...>") the id pytest gave it, which is
+    what users know from the test ids."""
+    if not str(value).startswith("<"):
+        return value
+    ids = getattr(callspec, "_idlist", None)  # one per parametrize call (pytest's own)
+    if ids and len(ids) == len(callspec.params):
+        return ids[list(callspec.params).index(name)]
+    return getattr(value, "__name__", None) or f"{name}{callspec.indices[name]}"
 
 
 def _order_key(item: pytest.Item) -> list[Any]:

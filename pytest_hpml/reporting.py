@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pytest_hpml.machine.fingerprint import fingerprint
 from pytest_hpml.policy import path_option
-from pytest_hpml.report import comparison_summary, exports, files, plots, tables
+from pytest_hpml.report import comparison_summary, exports, files, plots, summary, tables
 from pytest_hpml.report.files import REPORT_SUFFIXES, Output, writable_problem
 from pytest_hpml.selection import profile_of
 from pytest_hpml.session import add_option, run_of, writes_outputs
@@ -128,6 +129,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_option(parser, "--hpml-summary", metavar="PATH", default=None, type=summary_path,
                rerun=False, help="write a short Markdown of the comparison for a pull-request "
                "comment or a CI job summary: the verdict lines, blind spots and new levels")
+    add_option(parser, "--hpml-no-timings-table", action="store_true", pin=True, rerun=False,
+               help="print no table of the run's timings at the end (-q: one line)")
     add_option(parser, "--hpml-export-benchmark-action", metavar="PATH", default=None,
                type=path_option, rerun=False,
                help="write github-action-benchmark custom JSON (PATH: smaller is better; "
@@ -204,6 +207,24 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = OUTPUTS_FAILED
 
 
+def _summary(tr: pytest.TerminalReporter, config: pytest.Config, records: list) -> None:
+    """The short table of every run that timed something (pytest-benchmark prints one by
+    default); -q shortens it to one line, --hpml-no-timings-table (or --benchmark-disable, which
+    times nothing) leaves it out."""
+    if config.option.hpml_no_timings_table or not records:
+        return
+    if config.get_verbosity() < 0:
+        line = summary.summary_line(records)
+        if line:
+            tr.write_line(f"hpml: {line}")
+        return
+    sort = getattr(config.option, "benchmark_sort", None)  # pytest-benchmark's, read here too
+    table = summary.summary_table(records, sort if sort in summary.SORT_KEYS else None)
+    if table is not None:
+        tr.write_sep("-", table.title)
+        tr.write(tables.render([replace(table, title="")]).lstrip("\n"))
+
+
 def _written(path: Path) -> str:
     """"PATH", or "PATH -> TARGET" where PATH is a symlink whose target was written."""
     if Path(path).is_symlink():
@@ -220,7 +241,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         tr.write_sep("=", f"hpml report (profile {profile_of(config)})")
         tr.write(tables.render(tables.build_tables(run.records,
                                                    comparison_title(config.option))))
-    elif comparison_title(config.option):
+    else:
+        _summary(tr, config, run.records)
+    if config.option.hpml_report is None and comparison_title(config.option):
         # No table printed: the verdicts a reader must see, and the blind spots, one line each.
         for line in tables.verdict_lines(run.records) + tables.blind_spot_lines(run.records):
             tr.write_line(f"hpml: {line}")

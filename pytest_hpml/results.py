@@ -23,7 +23,7 @@ Better = Literal["lower", "higher"] | None
 Kind = Literal["measured", "check", "reference", "setting"]
 KINDS: tuple[str, ...] = ("measured", "check", "reference", "setting")
 VERDICTS = ("improved", "unchanged", "regressed", "ambiguous", "new", "missing", "suspect",
-            "incomparable")
+            "incomparable", "unconfirmed")
 
 
 @dataclass(frozen=True)

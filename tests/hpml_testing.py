@@ -376,3 +376,10 @@ class _Rates:
 @dataclass
 class _Memory:
     used: int
+
+
+def outside_xdist(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-benchmark disables itself in any process whose environment names an xdist worker,
+    as this test's process does under `pytest -n`: its inner runs must not see it."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hpml_testing import FAST, metrics_by_test, run_with_json
+from hpml_testing import FAST, metrics_by_test, outside_xdist, run_with_json
 
 from pytest_hpml import rerun
 from pytest_hpml.benchmark_fixture import ClockChoice, choose_clock
@@ -112,13 +112,6 @@ def _suite(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bench_suite=SUITE)
 
 
-def outside_xdist(monkeypatch: pytest.MonkeyPatch) -> None:
-    """pytest-benchmark disables itself in any process whose environment names an xdist worker,
-    as this test's process does under `pytest -n`: its inner runs must not see it."""
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def _ids(name: str) -> str:
     return f"test_bench_suite.py::{name}"
 
@@ -152,7 +145,7 @@ def test_a_pytest_benchmark_suite_runs_unchanged_under_pytest_hpml(
     records = {r["id"]: r for r in document["records"]}
     assert records[_ids("test_stats_and_extra_info[10]")]["experiment"] == "benchmark 'fib'"
     assert records[_ids("test_stats_and_extra_info[10]")]["params"] == {
-        "n": 10, "test": "test_stats_and_extra_info", "algorithm": "naive"}
+        "n": 10, "test": "test_bench_suite.py::test_stats_and_extra_info", "algorithm": "naive"}
     assert records[_ids("test_pedantic_rounds")]["experiment"] == "benchmark 'pedantic'"
     assert records[_ids("test_call_form")]["experiment"] == "benchmark"
 

@@ -259,6 +259,10 @@ def failures(record: Record, rules: Rules) -> list[str]:
                              f"({format_value(v.baseline, v.unit)}) but not recorded by this "
                              "run; if that is expected (an out-of-memory batch, a removed "
                              "metric), call hpml.expect_missing(...) in the test")
+        elif v.outcome == "unconfirmed" and rules.fail_unconfirmed:
+            lines.append(f"{where(record)} {name}: "
+                         f"{format_change(v.baseline, v.current, v.unit)} ({v.change:+.1%}), "
+                         f"unconfirmed (--fail-unconfirmed): {v.basis}")
         elif v.outcome == "incomparable":
             lines.append(f"{where(record)} {name}: {v.basis}")
         if rules.strict_blind and v.blind and not (m is not None and m.derived_from):

@@ -82,6 +82,11 @@ class Rules:
     drift: float = DEFAULT_DRIFT  # assumed for times and rates until the history knows it
     max_detectable: float | None = DEFAULT_MAX_DETECTABLE  # blind spots beyond it (None: never)
     strict_blind: bool = False  # a blind spot fails the comparison (--hpml-strict-blind-spots)
+    # Where nothing can be measured again (two saved reports): a regression resting on one
+    # process a side, with no spread between processes known, is `unconfirmed`, not
+    # `regressed` (two processes of the same code differ by more than their samples show).
+    unconfirmed_alone: bool = False
+    fail_unconfirmed: bool = False  # an unconfirmed regression fails too (--fail-unconfirmed)
 
     def tolerance_of(self, metric: Metric, base: Stored | None = None) -> float:
         """The tolerance a metric's change is held to: its own, else 0 for an exact figure,
@@ -139,7 +144,17 @@ def _tracking(raw: Evidence, rel: Evidence) -> tuple[bool, str]:
 
 def seeded_basis(seeded_from: str) -> str:
     return (f"the baseline is {seeded_from}: its between-run spread is unknown until "
-            "pytest-hpml has saved its own runs (--hpml-save-baseline)")
+            "pytest-hpml has saved its own runs (--hpml-save-baseline), and it was measured in "
+            "another environment (the intra-op threads and malloc thresholds pytest-hpml does "
+            "not set there), so its verdicts are not trusted: a slowdown is 'unconfirmed', a "
+            "speed-up 'ambiguous', neither fails")
+
+
+def _untrusted(verdict: Verdict) -> Verdict:
+    """A verdict against a seeded baseline: another tool's run, in another environment (2
+    threads against 1 turned unchanged code into -99.9 %), decides nothing."""
+    outcome = {"regressed": "unconfirmed", "improved": "ambiguous"}.get(verdict.outcome)
+    return replace(verdict, outcome=outcome) if outcome else verdict
 
 
 def judge_metric(current: Metric, now: Replicates, base: Stored | None, rules: Rules,
@@ -156,12 +171,14 @@ def judge_metric(current: Metric, now: Replicates, base: Stored | None, rules: R
     if base is None:
         return Verdict("new", unit=current.unit, current=now.value,
                        processes=len(now.values))
-    verdict = _verdict(current, now, base, rules, can_confirm, advice or Advice())
+    # A seeded baseline: fresh processes would confirm a change against another environment.
+    verdict = _verdict(current, now, base, rules, 0 if base.seeded_from else can_confirm,
+                       advice or Advice())
     verdict = replace(verdict, unit=current.unit, processes=len(now.values),
                       accepted=verdict.accepted or base.last_accepted())
     if base.seeded_from:
         basis = "; ".join(filter(None, (verdict.basis, seeded_basis(base.seeded_from))))
-        verdict = replace(verdict, basis=basis)
+        verdict = _untrusted(replace(verdict, basis=basis))
     return verdict
 
 
@@ -253,6 +270,12 @@ def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: flo
                             f"change beyond {pct(e.mdc)} is needed to be caught ({evidence})")
     reference = statistics.median(e.history)
     shown = ", ".join(f"{relative_change(reference, v):+.1%}" for v in e.now)
+    if worse and rules.unconfirmed_alone and e.noise.between is None and len(e.now) < 2:
+        return judged("unconfirmed", p_value=p_value,
+                      basis=f"{e.change:+.1%}, in one process a side: the spread between "
+                            "processes is unknown, so nothing confirms it (a save with "
+                            "--hpml-baseline-processes, or --hpml-compare, which confirms in "
+                            f"fresh processes, can); {evidence}")
     return judged("regressed" if worse else "improved", p_value=p_value,
                   basis=f"{e.change:+.1%} beyond the {pct(e.mdc)} this machine can detect; "
                         f"{len(e.now)} process(es): {shown}; {evidence}")

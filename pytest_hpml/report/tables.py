@@ -95,6 +95,26 @@ def _cell(record: Record, name: str, factor: float) -> str:
     return format_scaled(record.values_of(name).value, metric.unit, factor, spread)
 
 
+def _one_unit_reads(values: list[float], factor: float) -> bool:
+    """Every value of a column reads between 0.1 and 10,000 in its shared unit."""
+    return all(0.1 <= abs(v) / factor < 1e4 for v in values
+               if v is not None and math.isfinite(v) and v != 0)
+
+
+def _own_unit_cell(record: Record, name: str) -> str:
+    """A cell in the unit its own value reads best in: '302.8 ± 11.06 ms'."""
+    metric = record.metric(name)
+    if metric is None:
+        return ""
+    spread = metric.iqr if metric.iqr and math.isfinite(metric.iqr) else None
+    return format_value(record.values_of(name).value, metric.unit, spread)
+
+
+def _param_cell(value: Any) -> Any:
+    """A parameter as a user wrote it: None is None (tabulate would leave it blank)."""
+    return "None" if value is None else value
+
+
 def _header(name: str, unit: str) -> str:
     return f"{name} [{unit}]" if unit else name
 
@@ -135,14 +155,19 @@ def wide_table(title: str, records: list[Record]) -> Table:
         params = [p for p in params if p not in shared]
     columns = _metric_columns(records)
     headers = list(params)
-    scales = _shared_scales([(unit, [r.metric(name).value for r in records if r.metric(name)])
-                             for name, unit in columns])
-    for (name, _), (_, shown) in zip(columns, scales, strict=True):
-        headers.append(_header(name, shown))
+    values = [[r.metric(name).value for r in records if r.metric(name)] for name, _ in columns]
+    scales = _shared_scales([(unit, v) for (_, unit), v in zip(columns, values, strict=True)])
+    # A column whose values no one unit reads well in (0.3 us beside 0.3 s) gives each cell
+    # its own unit rather than '3.028e+05 ± 11058 us'.
+    per_row = [bool(unit) and not _one_unit_reads(v, f)
+               for (_, unit), v, (f, _) in zip(columns, values, scales, strict=True)]
+    for (name, _), (_, shown), own in zip(columns, scales, per_row, strict=True):
+        headers.append(name if own else _header(name, shown))
     rows = []
     for r in records:
-        row = [r.params.get(p, "") for p in params]
-        row += [_cell(r, name, f) for (name, _), (f, _) in zip(columns, scales, strict=True)]
+        row = [_param_cell(r.params[p]) if p in r.params else "" for p in params]
+        row += [_own_unit_cell(r, name) if own else _cell(r, name, f)
+                for (name, _), (f, _), own in zip(columns, scales, per_row, strict=True)]
         rows.append(row)
     return Table(title, headers, rows, notes=_notes(records))
 
@@ -223,7 +248,7 @@ def _comparison_rows(records: list[Record]) -> list[list[str]]:
 
 
 #: The verdicts worth a line of their own in the terminal summary of a comparison.
-NOTEWORTHY = ("regressed", "missing", "improved", "ambiguous")
+NOTEWORTHY = ("regressed", "unconfirmed", "missing", "improved", "ambiguous")
 
 
 def verdict_lines(records: list[Record]) -> list[str]:

@@ -1,0 +1,69 @@
+"""`python -m pytest_hpml compare OLD NEW` on two saved runs of a suite written for
+pytest-benchmark (issue 33, item 4): where the two files cannot confirm a regression (one
+process a side, nothing measured again) it is "unconfirmed" and the exit status is 0 unless
+--fail-unconfirmed; a regression the evidence confirms (a baseline saved from 3 processes)
+still fails. Each run is a user project of its own, with -p no:benchmark."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hpml_testing import FAST
+
+from pytest_hpml import cli
+
+SUITE = """
+    from pathlib import Path
+
+    SLOWDOWN_FILE = Path(__file__).with_name("slowdown.txt")
+    SLOWDOWN = float(SLOWDOWN_FILE.read_text()) if SLOWDOWN_FILE.exists() else 1.0
+
+
+    def test_nap(benchmark):
+        benchmark(sum, range(int(20000 * SLOWDOWN)))
+"""
+
+
+def _compare(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return cli.main(["compare", *argv], out), out.getvalue()
+
+
+def test_a_regression_two_reports_cannot_confirm_is_unconfirmed_and_does_not_fail(
+        pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\naddopts = -p no:benchmark\n")
+    pytester.makepyfile(test_naps=SUITE)
+    pytester.runpytest(*FAST, "--hpml-report=old.json").assert_outcomes(passed=1)
+    (pytester.path / "slowdown.txt").write_text("10")  # ten times the work
+    pytester.runpytest(*FAST, "--hpml-report=new.json").assert_outcomes(passed=1)
+    old, new = str(pytester.path / "old.json"), str(pytester.path / "new.json")
+
+    status, output = _compare(old, new)
+    assert status == 0, output
+    assert "1 unconfirmed" in output
+    assert "failed the comparison" not in output
+    status, table = _compare(old, new, "--format", "csv")  # the CSV carries each basis
+    assert status == 0
+    assert "in one process a side: the spread between processes is unknown" in table
+
+    status, output = _compare(old, new, "--fail-unconfirmed")
+    assert status == 1
+    assert "test_naps.py::test_nap time: " in output and "unconfirmed (--fail-unconfirmed)" \
+        in output
+
+
+def test_a_regression_the_evidence_confirms_still_fails(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\naddopts = -p no:benchmark\n")
+    pytester.makepyfile(test_naps=SUITE)
+    baselines = pytester.path / "baselines"
+    fast = [a for a in FAST if not a.startswith("--hpml-baseline-processes")]
+    pytester.runpytest(*fast, "--hpml-save-baseline", "--hpml-baseline-processes=3",
+                       "--hpml-save-budget=all",
+                       f"--hpml-baselines={baselines}").assert_outcomes(passed=1)
+    (pytester.path / "slowdown.txt").write_text("10")
+    pytester.runpytest(*FAST, "--hpml-report=new.json").assert_outcomes(passed=1)
+    saved = next(baselines.glob("*.json"))
+    status, output = _compare(str(saved), str(pytester.path / "new.json"))
+    assert status == 1, output
+    assert "1 regressed" in output and "failed the comparison:" in output
