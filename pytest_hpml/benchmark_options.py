@@ -180,10 +180,11 @@ def apply(config: pytest.Config) -> list[str]:
         if not path.lower().endswith(".json"):
             raise pytest.UsageError(f"--benchmark-json={path}: pytest-hpml writes its report "
                                     "by extension; name a file ending in .json")
-        if getattr(opt, "hpml_report", None):
-            ignored.append("--benchmark-json (--hpml-report given)")
+        given = getattr(opt, "hpml_report", None) or []  # once per format
+        if path in given:
+            ignored.append("--benchmark-json (the same file as --hpml-report)")
         else:
-            opt.hpml_report = path
+            opt.hpml_report = [*given, path]
     if opt.benchmark_group_by is not None:
         group_by_parts(opt.benchmark_group_by)
     if opt.benchmark_sort is not None and opt.benchmark_sort not in SORT_COLUMNS:
