@@ -217,7 +217,7 @@ def seed_baseline(run: Path, directory: Path, profile: str | None, out: TextIO) 
 def merge_shards(folders: list[Path], directory: Path, reports: list[Path],
                  allow_other_machine: bool, out: TextIO, err: TextIO) -> int:
     try:
-        merged = shards.merge(folders, directory, reports, allow_other_machine)
+        merged = shards.combine(folders, directory, reports, allow_other_machine)
     except (shards.ShardError, baselines.BaselineError) as exc:
         raise CliError(str(exc)) from exc
     out.write(f"merged {len(folders)} shard(s): {len(merged.records)} row(s)\n")

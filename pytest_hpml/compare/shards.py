@@ -108,7 +108,7 @@ class Merged:
         return [line for r in self.records for line in engine.failures(r, Rules())]
 
 
-def merge(folders: list[Path], directory: Path, reports: list[Path],
+def combine(folders: list[Path], directory: Path, reports: list[Path],
           allow_other_machine: bool = False) -> Merged:
     """Merge the shards' saves into `directory` and their rows into each of `reports` (the
     format by suffix; each written on its own: one that cannot be written is a problem, and the
