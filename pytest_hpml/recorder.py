@@ -20,7 +20,13 @@ import pytest
 
 from pytest_hpml.measure.clocks import ClockKind, clock_for
 from pytest_hpml.measure.stats import summarize
-from pytest_hpml.measure.timing import Timing, TimingConfig, measure
+from pytest_hpml.measure.timing import (
+    Timing,
+    TimingConfig,
+    check_timed_result,
+    check_timed_work,
+    measure,
+)
 from pytest_hpml.results import Better, Metric, Record, check_name
 
 if TYPE_CHECKING:
@@ -165,6 +171,7 @@ class Recorder:
         fn's last result. clock="device": CUDA events on a CUDA test, the wall clock on a CPU
         test; clock="host": the wall clock, for calls that end synchronized with the device
         (a whole program, a host-side loop)."""
+        check_timed_work(fn, "hpml.time")
         if self.context.disabled:
             return self._call_once(fn, args, kwargs, name)
         config = self.context.timing
@@ -174,6 +181,7 @@ class Recorder:
 
             timer = YardstickClock(timer)
         timing = measure(fn, args, kwargs, config=config, clock=timer)
+        check_timed_result(timing.result)
         timing.recorded_as = name
         metric = self.record(name, timing.median, unit="s", better="lower",
                              samples=list(timing.samples))
@@ -189,6 +197,7 @@ class Recorder:
         one sample, so figures the test derives from it still compute; nothing is recorded."""
         start = clock_time.perf_counter()
         result = fn(*args, **kwargs)
+        check_timed_result(result)
         return Timing(samples=[max(clock_time.perf_counter() - start, 1e-9)], result=result,
                       recorded_as=name, warnings=["--hpml-disable: one call, not a timing"])
 

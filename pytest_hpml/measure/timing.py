@@ -221,3 +221,35 @@ def measure(
         timing.warnings.append(
             f"noisy timing: IQR is {ratio:.0%} of the median over {timing.n} samples")
     return timing
+
+
+def check_timed_work(fn: Any, where: str) -> None:
+    """Refuse a generator or coroutine function: calling one only creates the generator or
+    coroutine (a few hundred nanoseconds whatever its body does), so its timing would hide
+    any slowdown of the work. The caller says how the work is run."""
+    import inspect
+
+    name = getattr(fn, "__qualname__", None) or getattr(getattr(fn, "func", None),
+                                                          "__qualname__", repr(fn))
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise TypeError(f"{where}: {name} is a generator function: a call only creates the "
+                        "generator, its body would not be timed; pass a function that runs it, "
+                        f"e.g. lambda: list({name}(...))")
+    if inspect.iscoroutinefunction(fn):
+        raise TypeError(f"{where}: {name} is a coroutine function: a call only creates the "
+                        "coroutine, its body would not be timed; pass a function that runs it, "
+                        f"e.g. lambda: asyncio.run({name}(...)) (the event loop's start is "
+                        "then timed with it) or time the awaited work inside the coroutine")
+
+
+def check_timed_result(result: Any) -> None:
+    """The same for a function that returns a generator or coroutine (a lambda around one)."""
+    import inspect
+
+    if inspect.iscoroutine(result):
+        result.close()  # never awaited by design: no RuntimeWarning at exit
+    if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):
+        kind = "generator" if not inspect.iscoroutine(result) else "coroutine"
+        runner = "list(...)" if kind == "generator" else "asyncio.run(...)"
+        raise TypeError(f"the timed function returned a {kind}: only its creation was "
+                        f"timed, not its work; run it inside the timed function, e.g. {runner}")
