@@ -353,7 +353,10 @@ class BenchmarkFixture:
         for key, value in self.extra_info.items():
             if (self.params or {}).get(key, object()) == value:
                 continue  # a parameter's value again: its column shows it
-            name = key if hpml.metric(key) is None else f"extra_info.{key}"
+            # A name the row already uses (a metric, the test column, a parameter) is kept
+            # for it: the extra figure is shown beside it, not in its place.
+            taken = hpml.metric(key) is not None or key in hpml.own_row._record.params
+            name = f"extra_info.{key}" if taken else key
             if isinstance(value, (int, float)) and math.isfinite(value):
                 hpml.setting(name, value)
             else:
