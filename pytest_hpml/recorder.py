@@ -25,7 +25,9 @@ from pytest_hpml.measure.timing import (
     TimingConfig,
     check_timed_result,
     check_timed_work,
+    finite_samples,
     measure,
+    per_call_time,
 )
 from pytest_hpml.results import Better, Metric, Record, check_name
 
@@ -209,6 +211,7 @@ class Recorder:
         that took the samples said of them (throttled samples kept, ...), in the row's."""
         if not samples:
             raise ValueError(f"metric {name!r}: record_timing needs at least one sample")
+        samples = finite_samples(name, samples)
         timing = Timing(samples=list(samples), recorded_as=name, warnings=list(warnings))
         self.record(name, timing.median, unit=unit, better="lower", samples=list(samples))
         self._record.warnings += [f"{name}: {warning}" for warning in warnings]
@@ -216,14 +219,14 @@ class Recorder:
 
     def record_bandwidth(self, name: str, bytes_per_call: float, timing: Timing) -> Metric:
         """Bytes moved per call over the median time: B/s, higher is better."""
-        return self.record(name, bytes_per_call / timing.median, unit="B/s", better="higher",
-                           timing=timing)
+        return self.record(name, bytes_per_call / per_call_time(name, timing), unit="B/s",
+                           better="higher", timing=timing)
 
     def record_flops(self, name: str, flops_per_call: float, timing: Timing,
                      unit: str = "FLOP/s") -> Metric:
         """Operations per call over the median time (FLOP/s, or OP/s for integer math)."""
-        return self.record(name, flops_per_call / timing.median, unit=unit, better="higher",
-                           timing=timing)
+        return self.record(name, flops_per_call / per_call_time(name, timing), unit=unit,
+                           better="higher", timing=timing)
 
     def compile_kernel(self, kernel: Any, *args: Any, target: str,
                        **launch: Any) -> KernelResources:

@@ -253,3 +253,24 @@ def check_timed_result(result: Any) -> None:
         runner = "list(...)" if kind == "generator" else "asyncio.run(...)"
         raise TypeError(f"the timed function returned a {kind}: only its creation was "
                         f"timed, not its work; run it inside the timed function, e.g. {runner}")
+
+
+def finite_samples(name: str, samples: Any) -> list[float]:
+    """Samples timed elsewhere (record_timing) as finite numbers: a NaN broke the median."""
+    found = []
+    for i, value in enumerate(samples):
+        number = float(value.item() if hasattr(value, "item") else value)
+        if not math.isfinite(number):
+            raise ValueError(f"metric {name!r}: sample {i} is {number}; samples must be finite "
+                             "numbers")
+        found.append(number)
+    return found
+
+
+def per_call_time(name: str, timing: Timing) -> float:
+    """The timing's median as the divisor of a rate (record_bandwidth, record_flops)."""
+    if not timing.median > 0:
+        raise ValueError(f"metric {name!r}: the timing {timing.recorded_as!r} has a median of "
+                         f"{timing.median} s; a rate needs a time above 0 (time more work per "
+                         "sample)")
+    return timing.median
