@@ -24,7 +24,7 @@ from pytest_hpml.compare import engine, reference
 from pytest_hpml.compare.advice import Advice, RefAdvice
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.judging import rules_of
-from pytest_hpml.policy import non_negative, positive
+from pytest_hpml.policy import git_ref_option, non_negative, positive
 from pytest_hpml.results import Record, Verdict
 from pytest_hpml.session import add_option, is_controller, run_of
 
@@ -198,6 +198,7 @@ REF_KEY = pytest.StashKey[RefRun]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_option(parser, "--hpml-compare-ref", rerun=False, metavar="REF", default=None,
+               type=git_ref_option,
                help="compare with the code at git REF (a branch, a tag, a commit) measured now: "
                     "the tests run at REF (a git worktree in a temporary folder) and here in "
                     "fresh processes, interleaved; no stored baseline")

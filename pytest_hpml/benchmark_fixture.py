@@ -33,7 +33,7 @@ import pytest
 from pytest_hpml.fixture import Hpml
 from pytest_hpml.measure.benchmark_stats import BenchmarkStats
 from pytest_hpml.measure.clocks import ClockKind, clock_for
-from pytest_hpml.measure.timing import POLICY_RULES
+from pytest_hpml.measure.timing import POLICY_RULES, check_timed_result, check_timed_work
 from pytest_hpml.measure.yardstick import YardstickClock
 from pytest_hpml.recorder import Recorder
 
@@ -203,6 +203,7 @@ class BenchmarkFixture:
                  **kwargs: Any) -> Any:
         """Time fn(*args, **kwargs) as hpml.time does and return its result."""
         self._use("benchmark(...)")
+        check_timed_work(function_to_benchmark, "benchmark(...)")
         if self.disabled:
             return self._call_once(function_to_benchmark, args, kwargs)
         choice = choose_clock(args, kwargs, self.params or {})
@@ -228,6 +229,7 @@ class BenchmarkFixture:
         before each round (its return value, if any, is (args, kwargs)), teardown(*args,
         **kwargs) after it, neither timed."""
         self._use("benchmark.pedantic(...)")
+        check_timed_work(target, "benchmark.pedantic(...)")
         kwargs = dict(kwargs or {})
         _check_pedantic(rounds, warmup_rounds, iterations, setup)
 
@@ -238,7 +240,9 @@ class BenchmarkFixture:
             if args or kwargs:
                 raise TypeError("benchmark.pedantic: setup returned the arguments, so args= "
                                 "and kwargs= must be left out")
-            if not (isinstance(made, (tuple, list)) and len(made) == 2):
+            if not (isinstance(made, (tuple, list)) and len(made) == 2
+                    and isinstance(made[0], (tuple, list))
+                    and isinstance(made[1], (dict, type(None)))):
                 raise TypeError(f"benchmark.pedantic: setup must return (args, kwargs), e.g. "
                                 f"return (data,), {{}}; it returned {made!r}")
             return tuple(made[0]), dict(made[1] or {})
@@ -283,6 +287,7 @@ class BenchmarkFixture:
                     finish(call_args, call_kwargs)
                     if i >= warmup_rounds:
                         samples += sample
+        check_timed_result(last[0])
         recorder.record_timing("time", samples, warnings=getattr(clock, "warnings", list)())
         recorder.metric("time").yardstick = getattr(clock, "yardstick_seconds", None)
         self.stats = BenchmarkStats(samples, iterations, self)
@@ -366,7 +371,10 @@ class BenchmarkFixture:
         for key, value in self.extra_info.items():
             if (self.params or {}).get(key, object()) == value:
                 continue  # a parameter's value again: its column shows it
-            name = key if hpml.metric(key) is None else f"extra_info.{key}"
+            # A name the row already uses (a metric, the test column, a parameter) is kept
+            # for it: the extra figure is shown beside it, not in its place.
+            taken = hpml.metric(key) is not None or key in hpml.own_row._record.params
+            name = f"extra_info.{key}" if taken else key
             if isinstance(value, bool):  # JSON's words, as pytest-benchmark's file has them
                 hpml.param(**{name: "true" if value else "false"})
             elif isinstance(value, (int, float)) and math.isfinite(value):

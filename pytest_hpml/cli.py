@@ -144,6 +144,18 @@ def _accepted(metric: dict[str, Any]) -> str:
     return "; ".join(levels)
 
 
+def _rows(raw: list[Any]) -> list[list[Any]]:
+    rows = []
+    for record in raw:
+        for m in record.get("metrics", []):
+            kind = m.get("kind", "measured")
+            rows.append([record["id"], m["name"] if kind == "measured" else f"{m['name']} "
+                         f"({kind})", format_value(m.get("value"), m.get("unit", ""), m.get("iqr")),
+                         len(m.get("history") or [m.get("value")]) if kind == "measured" else "",
+                         _spread(m) if kind == "measured" else "", _accepted(m)])
+    return rows
+
+
 def show(path: Path, out: TextIO) -> int:
     path = Path(path)
     document = _document(path) if path.is_file() else None
@@ -152,6 +164,9 @@ def show(path: Path, out: TextIO) -> int:
         raw = [r.to_dict() for r in records]
         facts: dict[str, Any] = {}
         out.write(f"{path}: {source}\n")
+    elif not isinstance(document, dict):
+        raise CliError(f"{path} is neither a pytest-hpml report or baseline nor a "
+                       f"pytest-benchmark run (it holds a JSON {type(document).__name__})")
     else:
         if str(document.get("schema", "")).startswith("pytest-hpml/baseline"):
             try:
@@ -171,14 +186,13 @@ def show(path: Path, out: TextIO) -> int:
                   f"{facts.get('cpu_cores')} cores; {gpu})\n")
         out.write("versions: " + ", ".join(f"{k} {facts.get(k)}" for k in SOFTWARE_KEYS
                                            if facts.get(k)) + "\n")
-    rows = []
-    for record in raw:
-        for m in record.get("metrics", []):
-            kind = m.get("kind", "measured")
-            rows.append([record["id"], m["name"] if kind == "measured" else f"{m['name']} "
-                         f"({kind})", format_value(m.get("value"), m.get("unit", ""), m.get("iqr")),
-                         len(m.get("history") or [m.get("value")]) if kind == "measured" else "",
-                         _spread(m) if kind == "measured" else "", _accepted(m)])
+    try:
+        rows = _rows(raw)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        # A report is not checked on reading as a baseline is: a hand-edited or cut one.
+        what = f"lacks {exc}" if isinstance(exc, KeyError) else "is not an object"
+        raise CliError(f"{path} is a damaged pytest-hpml report: a record or metric {what}; "
+                       "write it again with --hpml-report") from None
     out.write(f"{len(raw)} test(s), {len(rows)} metric(s)\n\n")
     notes = sorted({verdicts.seeded_basis(m["seeded_from"]) for r in raw
                     for m in r.get("metrics", []) if m.get("seeded_from")})

@@ -150,6 +150,16 @@ def path_option(text: str) -> str:
     return text
 
 
+def git_ref_option(text: str) -> str:
+    """An argparse type: a git ref that is not empty (an unset $BASE_REF in CI would
+    otherwise turn the comparison off silently)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty git ref (an unset variable?); give a branch, "
+                                         "a tag or a commit, e.g. --hpml-compare-ref=origin/main, "
+                                         "or leave the option out")
+    return text
+
+
 # -- pytest hooks -------------------------------------------------------------------------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -173,9 +183,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "(checks still fail the test)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before a comparison or a save starts anything
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "hpml(**options): timing and comparison options for this "
                             f"test: {', '.join(MARKER_OPTIONS)}")
+    if plain_run(config):
+        # A plain run records nothing: a comparison would fail every test as a row the run did
+        # not make, and a save would write nothing without a word.
+        opt = config.option
+        asked = [name for name, given in (
+            ("--hpml-compare", getattr(opt, "hpml_compare", False)),
+            ("--hpml-compare-ref", getattr(opt, "hpml_compare_ref", None)),
+            ("--hpml-save-baseline", getattr(opt, "hpml_save_baseline", False))) if given]
+        if asked:
+            raise pytest.UsageError(
+                f"--hpml-disable runs benchmarks as plain tests and measures nothing, so "
+                f"{' and '.join(asked)} would have nothing to "
+                f"{'save' if asked == ['--hpml-save-baseline'] else 'compare or save'}: "
+                "leave out one or the other")
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -20,7 +20,15 @@ import pytest
 
 from pytest_hpml.measure.clocks import ClockKind, clock_for
 from pytest_hpml.measure.stats import summarize
-from pytest_hpml.measure.timing import Timing, TimingConfig, measure
+from pytest_hpml.measure.timing import (
+    Timing,
+    TimingConfig,
+    check_timed_result,
+    check_timed_work,
+    finite_samples,
+    measure,
+    per_call_time,
+)
 from pytest_hpml.results import Better, Metric, Record, check_name
 
 if TYPE_CHECKING:
@@ -165,6 +173,7 @@ class Recorder:
         fn's last result. clock="device": CUDA events on a CUDA test, the wall clock on a CPU
         test; clock="host": the wall clock, for calls that end synchronized with the device
         (a whole program, a host-side loop)."""
+        check_timed_work(fn, "hpml.time")
         if self.context.disabled:
             return self._call_once(fn, args, kwargs, name)
         config = self.context.timing
@@ -174,6 +183,7 @@ class Recorder:
 
             timer = YardstickClock(timer)
         timing = measure(fn, args, kwargs, config=config, clock=timer)
+        check_timed_result(timing.result)
         timing.recorded_as = name
         metric = self.record(name, timing.median, unit="s", better="lower",
                              samples=list(timing.samples))
@@ -189,6 +199,7 @@ class Recorder:
         one sample, so figures the test derives from it still compute; nothing is recorded."""
         start = clock_time.perf_counter()
         result = fn(*args, **kwargs)
+        check_timed_result(result)
         return Timing(samples=[max(clock_time.perf_counter() - start, 1e-9)], result=result,
                       recorded_as=name, warnings=["--hpml-disable: one call, not a timing"])
 
@@ -200,6 +211,7 @@ class Recorder:
         that took the samples said of them (throttled samples kept, ...), in the row's."""
         if not samples:
             raise ValueError(f"metric {name!r}: record_timing needs at least one sample")
+        samples = finite_samples(name, samples)
         timing = Timing(samples=list(samples), recorded_as=name, warnings=list(warnings))
         self.record(name, timing.median, unit=unit, better="lower", samples=list(samples))
         self._record.warnings += [f"{name}: {warning}" for warning in warnings]
@@ -207,14 +219,14 @@ class Recorder:
 
     def record_bandwidth(self, name: str, bytes_per_call: float, timing: Timing) -> Metric:
         """Bytes moved per call over the median time: B/s, higher is better."""
-        return self.record(name, bytes_per_call / timing.median, unit="B/s", better="higher",
-                           timing=timing)
+        return self.record(name, bytes_per_call / per_call_time(name, timing), unit="B/s",
+                           better="higher", timing=timing)
 
     def record_flops(self, name: str, flops_per_call: float, timing: Timing,
                      unit: str = "FLOP/s") -> Metric:
         """Operations per call over the median time (FLOP/s, or OP/s for integer math)."""
-        return self.record(name, flops_per_call / timing.median, unit=unit, better="higher",
-                           timing=timing)
+        return self.record(name, flops_per_call / per_call_time(name, timing), unit=unit,
+                           better="higher", timing=timing)
 
     def compile_kernel(self, kernel: Any, *args: Any, target: str,
                        **launch: Any) -> KernelResources:

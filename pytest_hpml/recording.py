@@ -55,13 +55,16 @@ class RecordCollector:
     def __init__(self, run: HpmlRun) -> None:
         self.run = run
         self.ids_of: dict[str, list[str]] = {}  # test nodeid -> the ids of its records
+        self.made_by: dict[str, str] = {}  # record id -> the test that made it
 
+    @pytest.hookimpl(tryfirst=True)  # the outcome is settled before the terminal counts it
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "hpml_records", None)
         if report.when == "call":
             self.run.ran += 1
         if data and report.when == "call":
             records = [Record.from_dict(d) for d in data]
+            self._refuse_shared_ids(report, records)
             self.run.records.extend(records)
             self.ids_of[report.nodeid] = [r.id for r in records]
             # A wrong result, a regression, or an expected failure (xfail: it ran broken, or
@@ -71,6 +74,23 @@ class RecordCollector:
         elif report.when == "teardown" and report.failed:
             # A fixture that fails in teardown: the test did not pass.
             self.run.failed_ids.update(self.ids_of.get(report.nodeid, []))
+
+
+    def _refuse_shared_ids(self, report: pytest.TestReport, records: list[Record]) -> None:
+        """Two tests that make one record id (case "p" with hpml.row(x=1) and case "p-x=1"
+        are both test_a[p-x=1]) would be saved as one row and compared with each other: the
+        later test fails, and neither row is saved."""
+        shared = []
+        for r in records:
+            first = self.made_by.setdefault(r.id, report.nodeid)
+            if first != report.nodeid:
+                shared.append(f"{r.id} is also made by {first}")
+                self.run.failed_ids.add(r.id)
+        if shared:
+            report.outcome = "failed"
+            report.longrepr = ("hpml: a row's id is another test's too (a baseline keys its rows "
+                               "by id): " + "; ".join(shared) + "; name the case's id or the "
+                               "row's columns apart (pytest.param(..., id=...))")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -16,8 +16,11 @@ What a baseline stores of a metric is the compare stage's own value (compare/sto
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from pytest_hpml.plain_numbers import plain_number as _plain_number
 
 Better = Literal["lower", "higher"] | None
 Kind = Literal["measured", "check", "reference", "setting"]
@@ -152,6 +155,10 @@ class Metric:
         if self.kind == "reference" and not self.source:
             raise ValueError(f"metric {self.name!r}: a reference figure needs its source "
                              "(source='Coleman et al. 2019, Table 3a')")
+        if self.tolerance is not None and (isinstance(self.tolerance, (str, bool))
+                                           or not isinstance(self.tolerance, numbers.Real)):
+            raise TypeError(f"metric {self.name!r}: tolerance is a number such as 0.1 (10 %), "
+                            f"got {self.tolerance!r} ({type(self.tolerance).__name__})")
         if self.tolerance is not None and not (self.tolerance >= 0):
             raise ValueError(f"metric {self.name!r}: tolerance must be >= 0, got {self.tolerance}")
         self.value = _plain_number(self.value, self.name)
@@ -162,6 +169,11 @@ class Metric:
                     # One broken sample would poison every statistic of the metric.
                     raise ValueError(f"metric {self.name!r}: sample {i} is {v}; samples must "
                                      "be finite numbers")
+            try:
+                math.fsum(self.samples)  # every statistic of the samples sums them
+            except OverflowError:
+                raise ValueError(f"metric {self.name!r}: samples near {max(self.samples):g} "
+                                 "overflow a float64 sum; record them in a larger unit") from None
         if self.kind == "measured" and self.unit == "s":
             negative = [v for v in [self.value, *(self.samples or [])] if v < 0]
             if negative:
@@ -353,21 +365,6 @@ def check_name(name: Any) -> None:
     if not isinstance(name, str) or not name:
         raise TypeError(f"metric name {name!r}: a metric is named by a non-empty string, e.g. "
                         "hpml.record('time', ...)")
-
-
-def _plain_number(value: Any, name: str = "") -> float:
-    """Accept python numbers, numpy scalars and 0-d tensors; keep the record JSON-safe."""
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, (int, float)):
-        what = f"metric {name!r}: " if name else ""
-        raise TypeError(f"{what}a metric value must be a number, got {type(value).__name__}")
-    try:
-        return float(value)
-    except OverflowError:
-        raise ValueError(f"metric {name!r}: {value} does not fit a float64") from None
 
 
 def _number_or_nan(value: Any) -> float:

@@ -148,7 +148,8 @@ class Save:
                               "tests that are gone (--hpml-prune-baseline)")
         if saved.skipped:
             self.run.say_once(f"--hpml-save-baseline: {len(saved.skipped)} metric(s) are not "
-                              "finite numbers and were not saved: " + "; ".join(saved.skipped[:5])
+                              "numbers (NaN or inf: not a level) and were not saved: "
+                              + "; ".join(saved.skipped[:5])
                               + (" ..." if len(saved.skipped) > 5 else ""))
         return [path]  # a symlink is shown with the file it links to
 

@@ -112,7 +112,7 @@ def _used_at_start(config: pytest.Config) -> str | None:
     if given:
         return f"{given[0]} given"
     for dest in PINNED:
-        if config.inipath is not None and config.getini(dest) not in (None, "", False):
+        if config.inipath is not None and _ini_raw(config, dest) not in (None, "", False):
             return f"{dest} set in {Path(config.inipath).name}"
     return None
 
@@ -242,10 +242,24 @@ def add_option(parser: pytest.Parser, flag: str, *, pin: bool = False, path: boo
                           False if switch else default, switch, path)
 
 
+def _ini_raw(config: pytest.Config, dest: str) -> Any:
+    """The ini file's value of `dest` as pytest reads it; a usage error naming the key and the
+    file where it is no yes/no for a switch, or a TOML list for a single value."""
+    where = f"{dest} in {config.inipath or 'the ini file'}"
+    try:
+        raw = config.getini(dest)
+    except (ValueError, pytest.UsageError) as exc:  # pytest's bool: "invalid truth value"
+        raise pytest.UsageError(f"{where}: {exc}; write true or false") from None
+    if isinstance(raw, list):
+        raise pytest.UsageError(f"{where}: a list ({raw!r}); give one value, e.g. "
+                                f"{dest} = {raw[0] if raw else '...'}")
+    return raw
+
+
 def _pinned_value(config: pytest.Config, pin: Pinned) -> Any:
     """The ini file's value of a pinned option, parsed as its command-line form would be;
     None where the ini file does not set it."""
-    raw = config.getini(pin.dest)
+    raw = _ini_raw(config, pin.dest)
     if raw is None or raw == "" or (pin.switch and raw is False):
         return None
     if pin.switch:

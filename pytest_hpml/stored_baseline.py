@@ -91,6 +91,11 @@ class BaselineRun:
                                     "takes a folder (baseline files are named by machine and "
                                     "profile inside it)")
         if self.save:
+            if self.path.is_dir():
+                # The folder is right; the baseline file's own name is taken by a folder.
+                raise pytest.UsageError(
+                    f"--hpml-save-baseline: the baseline file {self.path} is a folder; move "
+                    "it away (a save writes this machine's baseline under that name)")
             problem = writable_problem(self.directory, folder=True) or (
                 writable_problem(self.path) if self.directory.is_dir() else None)
             if problem:
@@ -106,6 +111,12 @@ class BaselineRun:
                     f"--hpml-compare: no baseline for this machine ({self.machine}) and profile "
                     f"{self.profile!r} at {self.path}; every metric is 'new'. Record one "
                     "with --hpml-save-baseline.")
+        elif found.profile != self.profile:
+            # A copied or renamed file: its figures belong to other sizes than its name says.
+            raise pytest.UsageError(
+                f"baseline file {found.path} holds the {found.profile!r} profile, not "
+                f"{self.profile!r} as its name says; it was left untouched. Rename it to "
+                f"{machine_key(found.fingerprint)}-{found.profile}.json or remove it")
         elif machine_key(found.fingerprint) != self.machine:
             elsewhere = (f"{found.path} was recorded on {machine_key(found.fingerprint)!r}, "
                          f"not on this machine ({self.machine!r})")

@@ -93,6 +93,28 @@ def test_a_bad_ini_value_is_a_usage_error_naming_the_key_and_the_file(
     result.stderr.fnmatch_lines([f"ERROR: {message}*"])
 
 
+@pytest.mark.parametrize("config_file, text, message", [
+    # issue 31 item 11: "invalid truth value 'perhaps'" named neither the key nor the file
+    ("pytest.ini", "[pytest]\nhpml_require_gpu = perhaps\n",
+     "pytest.ini: invalid truth value 'perhaps'; write true or "
+     "false"),
+    # a TOML list made a folder named "['a', 'b']"
+    ("pyproject.toml", '[tool.pytest.ini_options]\nhpml_baselines = ["a", "b"]\n',
+     "pyproject.toml: a list (['a', 'b']); give one value, e.g. "
+     "hpml_baselines = a"),
+])
+def test_an_ini_value_of_the_wrong_kind_names_the_key_and_the_file(
+        pytester: pytest.Pytester, config_file: str, text: str, message: str) -> None:
+    (pytester.path / config_file).write_text(text, encoding="utf-8")
+    pytester.makepyfile("def test_x(hpml):\n    hpml.record('x', 1.0, better='lower')\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hpml-save-baseline")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    key = text.splitlines()[1].split(" =")[0]
+    assert f"ERROR: {key} in {pytester.path / config_file}: " in result.stderr.str()
+    assert message in result.stderr.str()
+    assert not (pytester.path / "['a', 'b']").exists()
+
+
 # -- strict modes ---------------------------------------------------------------------------------
 
 def test_require_baseline_stops_a_comparison_without_one(pytester: pytest.Pytester) -> None:

@@ -28,6 +28,11 @@ BAD_VALUES = [
     ("--hpml-export-benchmark-action=", "argument --hpml-export-benchmark-action: an empty path"),
     ("--hpml-plots=", "argument --hpml-plots: an empty path"),
     ("--hpml-baselines=", "argument --hpml-baselines: an empty path"),
+    # issue 31 item 4: an unset $BASE_REF in CI turned the comparison off silently
+    ("--hpml-compare-ref=", "argument --hpml-compare-ref: an empty git ref (an unset "
+     "variable?); give a branch, a tag or a commit, e.g. --hpml-compare-ref=origin/main, or "
+     "leave the option out"),
+    ("--hpml-compare-ref= ", "argument --hpml-compare-ref: an empty git ref"),
 ]
 
 
@@ -59,3 +64,19 @@ def test_prune_baseline_without_a_save_is_a_usage_error(pytester: pytest.Pyteste
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert ("ERROR: --hpml-prune-baseline drops, in a save, the rows of tests that are gone: "
             "add --hpml-save-baseline (or leave the option out)") in result.stderr.str()
+
+
+@pytest.mark.parametrize("given, said", [
+    (("--hpml-compare",), "--hpml-compare would have nothing to compare or save"),
+    (("--hpml-save-baseline",), "--hpml-save-baseline would have nothing to save"),
+    (("--hpml-compare-ref=HEAD",), "--hpml-compare-ref would have nothing to compare or save"),
+])
+def test_disable_with_a_comparison_or_a_save_is_a_usage_error(
+        pytester: pytest.Pytester, given: tuple[str, ...], said: str) -> None:
+    # Issue 31 item 3: every test failed as a row "this run of the test did not make", or the
+    # save wrote nothing and said nothing.
+    pytester.makepyfile(MUST_NOT_RUN)
+    result = pytester.runpytest(*FAST, "--hpml-disable", *given)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert (f"ERROR: --hpml-disable runs benchmarks as plain tests and measures nothing, so "
+            f"{said}: leave out one or the other") in result.stderr.str()

@@ -178,6 +178,9 @@ def _check_document(data: dict[str, Any]
         if not isinstance(r, dict) or not isinstance(r.get("id"), str):
             raise _Invalid(f"a record's id is {r.get('id') if isinstance(r, dict) else r!r}, "
                            "not a string")
+        if r["id"] in records:
+            # A hand merge of two files: which copy is the baseline cannot be told.
+            raise _Invalid(f"record {r['id']!r} is in it twice; keep one of the two")
         metrics = r.get("metrics", [])
         if not isinstance(metrics, list):
             raise _Invalid(f"record {r['id']!r}: metrics is not a list")

@@ -171,6 +171,15 @@ def extend(existing: dict[str, dict[str, Any]], records: list[Record],
         skipped += [f"{record.id} {m.name} = {m.value}" for m in not_numbers]
         data["metrics"] = []
         for m in kept:
+            values = record.values_of(m.name).values
+            if not all(math.isfinite(v) for v in values):
+                # A process that measured no number makes the level unknown: a median of the
+                # others would store a level this run did not establish.
+                odd = sum(not math.isfinite(v) for v in values)
+                skipped.append(f"{record.id} {m.name} = "
+                               f"{', '.join(format(v, 'g') for v in values)} ({odd} of "
+                               f"{len(values)} processes measured no number)")
+                continue
             before = old.pop(m.name, None)
             metric, said = _merged_metric(m, record.values_of(m.name), record.verdict(m.name),
                                           Stored.from_dict(before) if before else None, policy)

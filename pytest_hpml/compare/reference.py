@@ -5,7 +5,8 @@ save and the check is gone (both sides are measured on one occasion), and a pull
 cannot tamper with a stored number.
 
 REF is checked out with `git worktree add --detach` into a temporary folder, removed at the end
-of the run (a run killed outright leaves it to the next run's `git worktree prune`). A process
+of the run (a run killed outright leaves it to the next run, which removes the hpml worktrees
+whose run is gone: `git worktree prune` keeps one whose folder exists). A process
 at REF is the same pytest command as any fresh process of the run (pytest_hpml.rerun), forked
 from the same forkserver, with everything that names the repository moved into the worktree:
 
@@ -83,14 +84,46 @@ def resolve(name: str, start: Path) -> Ref:
     return Ref(name, commit, top)
 
 
+#: The file beside a worktree that names the process of the run that made it.
+OWNER = "hpml-owner.pid"
+
+
+def _alive(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+    except (ProcessLookupError, ValueError, FileNotFoundError):
+        return False
+    except PermissionError:
+        return True  # another user's process: alive
+    return True
+
+
+def remove_stale_worktrees(top: Path) -> None:
+    """The worktrees a killed run left (its folder still there, so `git worktree prune` keeps
+    them): each hpml-ref-* worktree whose owning process is gone is removed; a concurrent
+    run's is kept."""
+    with contextlib.suppress(RefError):
+        listing = _git(["worktree", "list", "--porcelain"], top)
+        for line in listing.splitlines():
+            path = Path(line.removeprefix("worktree ")) if line.startswith("worktree ") else None
+            if path is None or not path.parent.name.startswith("hpml-ref-"):
+                continue
+            if (path.parent / OWNER).exists() and _alive(path.parent / OWNER):
+                continue
+            with contextlib.suppress(RefError):
+                _git(["worktree", "remove", "--force", str(path)], top)
+            shutil.rmtree(path.parent, ignore_errors=True)
+        _git(["worktree", "prune"], top)
+
+
 class Worktree:
     """REF checked out in a temporary folder, until `remove()`."""
 
     def __init__(self, ref: Ref) -> None:
         self.ref = ref
-        with contextlib.suppress(RefError):
-            _git(["worktree", "prune"], ref.top)  # what a killed run left behind
+        remove_stale_worktrees(ref.top)
         self.folder = Path(tempfile.mkdtemp(prefix="hpml-ref-"))
+        (self.folder / OWNER).write_text(str(os.getpid()))
         self.path = self.folder / ref.top.name
         try:
             _git(["worktree", "add", "--detach", "--quiet", str(self.path), ref.commit],

@@ -269,7 +269,8 @@ def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: flo
                       basis=f"{e.change:+.1%} cannot be told from this machine's noise: a "
                             f"change beyond {pct(e.mdc)} is needed to be caught ({evidence})")
     reference = statistics.median(e.history)
-    shown = ", ".join(f"{relative_change(reference, v):+.1%}" for v in e.now)
+    shown = ", ".join(f"{relative_change(reference, v):+.1%}" if math.isfinite(v)
+                      else f"{v} (no number)" for v in e.now)
     if worse and rules.unconfirmed_alone and e.noise.between is None and len(e.now) < 2:
         return judged("unconfirmed", p_value=p_value,
                       basis=f"{e.change:+.1%}, in one process a side: the spread between "

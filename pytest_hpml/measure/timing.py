@@ -221,3 +221,56 @@ def measure(
         timing.warnings.append(
             f"noisy timing: IQR is {ratio:.0%} of the median over {timing.n} samples")
     return timing
+
+
+def check_timed_work(fn: Any, where: str) -> None:
+    """Refuse a generator or coroutine function: calling one only creates the generator or
+    coroutine (a few hundred nanoseconds whatever its body does), so its timing would hide
+    any slowdown of the work. The caller says how the work is run."""
+    import inspect
+
+    name = getattr(fn, "__qualname__", None) or getattr(getattr(fn, "func", None),
+                                                          "__qualname__", repr(fn))
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise TypeError(f"{where}: {name} is a generator function: a call only creates the "
+                        "generator, its body would not be timed; pass a function that runs it, "
+                        f"e.g. lambda: list({name}(...))")
+    if inspect.iscoroutinefunction(fn):
+        raise TypeError(f"{where}: {name} is a coroutine function: a call only creates the "
+                        "coroutine, its body would not be timed; pass a function that runs it, "
+                        f"e.g. lambda: asyncio.run({name}(...)) (the event loop's start is "
+                        "then timed with it) or time the awaited work inside the coroutine")
+
+
+def check_timed_result(result: Any) -> None:
+    """The same for a function that returns a generator or coroutine (a lambda around one)."""
+    import inspect
+
+    if inspect.iscoroutine(result):
+        result.close()  # never awaited by design: no RuntimeWarning at exit
+    if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):
+        kind = "generator" if not inspect.iscoroutine(result) else "coroutine"
+        runner = "list(...)" if kind == "generator" else "asyncio.run(...)"
+        raise TypeError(f"the timed function returned a {kind}: only its creation was "
+                        f"timed, not its work; run it inside the timed function, e.g. {runner}")
+
+
+def finite_samples(name: str, samples: Any) -> list[float]:
+    """Samples timed elsewhere (record_timing) as finite numbers: a NaN broke the median."""
+    found = []
+    for i, value in enumerate(samples):
+        number = float(value.item() if hasattr(value, "item") else value)
+        if not math.isfinite(number):
+            raise ValueError(f"metric {name!r}: sample {i} is {number}; samples must be finite "
+                             "numbers")
+        found.append(number)
+    return found
+
+
+def per_call_time(name: str, timing: Timing) -> float:
+    """The timing's median as the divisor of a rate (record_bandwidth, record_flops)."""
+    if not timing.median > 0:
+        raise ValueError(f"metric {name!r}: the timing {timing.recorded_as!r} has a median of "
+                         f"{timing.median} s; a rate needs a time above 0 (time more work per "
+                         "sample)")
+    return timing.median

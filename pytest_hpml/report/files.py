@@ -8,6 +8,7 @@ import contextlib
 import csv
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,6 +83,17 @@ def write_atomic(path: Path, write: Callable[[IO[Any]], None], binary: bool = Fa
     return target
 
 
+def _special(path: Path) -> bool:
+    """Whether `path` is, or links to, something other than a regular file or a folder."""
+    if str(path).startswith(("/dev/", "/proc/")):
+        return True  # /dev/stdout redirected to a file still is the run's own output
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False  # not there yet: a new file
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def writable_problem(path: Path, folder: bool = False) -> str | None:
     """Why `path` (a file, or a folder with folder=True) cannot be written, or None."""
     path = Path(path)
@@ -96,6 +108,11 @@ def writable_problem(path: Path, folder: bool = False) -> str | None:
     else:
         if path.is_dir():
             return "it is a folder, and the option takes a file name"
+        if _special(path):
+            # An atomic write replaces the file: pytest's own output behind /dev/stdout would
+            # be lost, and a FIFO's reader would wait forever.
+            return ("it is not a regular file (a terminal, a pipe, a FIFO or a device); give a "
+                    "file name and read the file afterwards")
         if path.exists() and not os.access(path, os.W_OK):
             return "Permission denied"
         existing = path.parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -363,11 +363,41 @@ def build_tables(records: list[Record], comparison: str | None = None) -> list[T
     return tables
 
 
+#: Control characters a terminal would act on (ESC starts a colour or a cursor move, CR
+#: overwrites the line); a newline is kept: tabulate lays out a cell of several lines.
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def for_terminal(text: Any) -> str:
+    """Text from a test (an id, a param, an experiment's name) as a terminal shows it: control
+    characters written as Python escapes (\\x1b, \\r)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
+
+
+def for_markdown(text: Any, cell: bool = True) -> str:
+    """Text in a Markdown table cell (a `|` would start a new cell, a newline end the row) or,
+    with cell=False, in a heading or a list item (a newline would start a block of its own)."""
+    text = for_terminal(text)
+    if cell:
+        return text.replace("|", "\\|").replace("\n", "<br>")
+    return text.replace("\n", " ")
+
+
+def _escaped(t: Table, escape: Callable[..., str]) -> Table:
+    """The table as its medium can show it; an empty cell stays empty (tabulate's missing
+    value)."""
+    lines = {"cell": False} if escape is for_markdown else {}
+    return Table(escape(t.title, **lines), [escape(h) for h in t.headers],
+                 [[None if c is None else escape(c) for c in row] for row in t.rows],
+                 [escape(n, **lines) for n in t.notes])
+
+
 def render(tables: list[Table], fmt: str = "simple") -> str:
     from tabulate import tabulate
 
     parts = []
     for t in tables:
+        t = _escaped(t, for_markdown if fmt == "github" else for_terminal)
         heading = f"## {t.title}" if fmt == "github" else t.title
         body = tabulate(t.rows, headers=t.headers, tablefmt=fmt, disable_numparse=True)
         notes = "\n".join(f"  {n}" if fmt != "github" else f"- {n}" for n in t.notes)

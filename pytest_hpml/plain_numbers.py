@@ -1,0 +1,29 @@
+"""A metric's value as a plain float: what results.Metric accepts (python numbers, numpy
+scalars, one-element tensors and arrays) and what it refuses, naming the metric."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+
+def plain_number(value: Any, name: str = "") -> float:
+    """Accept python numbers, numpy scalars and 0-d tensors; keep the record JSON-safe."""
+    what = f"metric {name!r}: " if name else ""
+    if hasattr(value, "item"):
+        size = value.numel() if hasattr(value, "numel") else getattr(value, "size", 1)
+        if size != 1:
+            raise TypeError(f"{what}a metric value is one number, got a "
+                            f"{type(value).__name__} of {size} elements; record each as its "
+                            "own metric, or one figure of them (.mean().item(), .max().item())")
+        value = value.item()
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, (int, float)):
+        value = float(value)  # numpy's longdouble: .item() keeps it a longdouble
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"{what}a metric value must be a number, got {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"metric {name!r}: {value} does not fit a float64") from None
