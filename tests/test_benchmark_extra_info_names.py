@@ -21,6 +21,6 @@ def test_extra_info_named_test_does_not_replace_the_test_column(
     result, document = run_with_json(pytester, "-p", "no:benchmark")
     result.assert_outcomes(passed=1)
     params = document["records"][0]["params"]
-    assert params["test"] == "test_t"
+    assert params["test"] == "test_x.py::test_t"  # the file too: same-named tests apart
     assert params["extra_info.test"] == "mine"
     assert params["size"] == 4 and params["extra_info.size"] == "large"

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from pytest_hpml.report import tables
+from pytest_hpml.report.escaping import for_markdown
 from pytest_hpml.report.files import write_atomic
 from pytest_hpml.results import Record
 
@@ -18,7 +19,7 @@ COUNTED = ("regressed", "missing", "improved", "ambiguous", "unchanged", "new")
 
 def _item(text: str) -> str:
     """One Markdown list item: a line break in an id or a reason must not end it."""
-    return "- " + " ".join(text.split())
+    return "- " + for_markdown(text, cell=False)
 
 
 def headline(records: list[Record], title: str | None) -> str:
