@@ -116,11 +116,14 @@ WORKLOADS = {"add": (HPML_SUITE, BENCHMARK_SUITE), "slow-tail": (SLOW_TAIL_HPML,
                                                                   SLOW_TAIL_BENCHMARK)}
 
 
-def tools(out: Path, before: str | None, workload: str = "add") -> list[Tool]:
+def tools(out: Path, before: str | None, workload: str = "add",
+          save_budget: str | None = None) -> list[Tool]:
     hpml_suite, benchmark_suite = WORKLOADS[workload]
+    budget = [f"--hpml-save-budget={save_budget}"] if save_budget else []
     found = [
         Tool("pytest-hpml", _suite(out / "hpml", "test_user.py", hpml_suite),
-             ["-p", "no:benchmark", "--hpml-save-baseline", f"--hpml-baselines={out}/hpml/b"],
+             ["-p", "no:benchmark", "--hpml-save-baseline", f"--hpml-baselines={out}/hpml/b",
+              *budget],
              ["-p", "no:benchmark", "--hpml-compare", f"--hpml-baselines={out}/hpml/b"]),
         Tool("pytest-benchmark", _suite(out / "benchmark", "test_user_bench.py",
                                         benchmark_suite),
@@ -146,15 +149,15 @@ def tools(out: Path, before: str | None, workload: str = "add") -> list[Tool]:
     return found
 
 
-def run(out: Path, trials: int, before: str | None, log=print, workload: str = "add"
-        ) -> list[Tool]:
+def run(out: Path, trials: int, before: str | None, log=print, workload: str = "add",
+        save_budget: str | None = None) -> list[Tool]:
     if out.exists():
         shutil.rmtree(out / "runs", ignore_errors=True)
         shutil.rmtree(out / "hpml", ignore_errors=True)
         shutil.rmtree(out / "benchmark", ignore_errors=True)
         shutil.rmtree(out / "before", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    everyone = tools(out, before, workload)
+    everyone = tools(out, before, workload, save_budget)
     for tool in everyone:
         code, _, text = _pytest(tool, tool.save, 1.0)
         if code != 0:
@@ -201,6 +204,9 @@ def main() -> None:
     parser.add_argument("--workload", choices=list(WORKLOADS), default="add",
                         help="add: a 2M-element torch add; slow-tail: allocate, add and sum 2M "
                              "floats, a tenth of the calls ten times slower (add)")
+    parser.add_argument("--save-budget", default=None,
+                        help="pytest-hpml's --hpml-save-budget for the one save (default: the "
+                             "plugin's, half the run's time; all: every fresh process)")
     suite = parser.add_argument_group("suite mode")
     suite.add_argument("--suite", action="store_true",
                        help="a suite of twelve benchmarks over a working day (verdict_suite.py)")
@@ -226,7 +232,8 @@ def main() -> None:
         print()
         print(verdict_suite.suite_table(everyone))
         return
-    everyone = run(args.out, args.trials, args.before, workload=args.workload)
+    everyone = run(args.out, args.trials, args.before, workload=args.workload,
+                   save_budget=args.save_budget)
     print()
     print(table(everyone))
 
