@@ -182,7 +182,14 @@ def line_figure(records: list[Record], spec: dict[str, Any]) -> Any | None:
     ax.set_title(spec.get("title", ""))
     ax.grid(True, which="both", alpha=0.3)
     if series_key:
-        ax.legend(fontsize=8)
+        lines = len(ax.get_legend_handles_labels()[0])
+        if lines > 4:
+            # Many series: inside, the legend hid lines wherever it went (the vector add's
+            # eight on unified memory); under the axes it hides none.
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+                      ncols=min(lines, 3), frameon=False)
+        else:
+            ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 

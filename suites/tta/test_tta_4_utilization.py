@@ -38,11 +38,12 @@ CPU, GPU = {"device": "cpu"}, {"device": "cuda"}
 @pytest.mark.hpml_plot("tta_utilization_gpu.png", kind="timeseries",
                        y=["gpu_util", "gpu_memory_util", "cpu_util"], series="recipe",
                        where=GPU, ylabel="utilization [%]",
-                       title="GPU core and memory utilization (NVML) while training")
+                       title="GPU core and memory utilization (NVML) and CPU while training")
 @pytest.mark.hpml_plot("tta_gpu_memory_used.png", kind="timeseries", y=["gpu_memory_used"],
-                       series="recipe", where=GPU, ylabel="GPU memory used")
+                       series="recipe", where=GPU, ylabel="GPU memory used",
+                       title="GPU memory used while training (NVML)")
 @pytest.mark.hpml_plot("tta_sm_clock.png", kind="timeseries", y=["sm_clock"], series="recipe",
-                       where=GPU, ylabel="SM clock")
+                       where=GPU, ylabel="SM clock", title="SM clock while training (NVML)")
 def test_device_utilization(hpml, device, recipe, tta_lab):
     recipe = tta_lab.recipe(recipe, hpml.device)
     data = tta_lab.data(recipe)
