@@ -13,8 +13,10 @@ pytest_plugins = [
     "pytest_hpml.policy",  # timing policy: options and @pytest.mark.hpml
     "pytest_hpml.fixture",  # the hpml fixture
     "pytest_hpml.recording",  # the records' way from a test to the controller
-    "pytest_hpml.benchmark",  # pytest-benchmark's benchmark fixture where it is not active
+    # benchmark imports benchmark_options: registered first, it is imported (and its asserts
+    # rewritten) as a plugin, not as a module benchmark happened to import
     "pytest_hpml.benchmark_options",  # pytest-benchmark's options where it is not active
+    "pytest_hpml.benchmark",  # pytest-benchmark's benchmark fixture where it is not active
     "pytest_hpml.rerun",  # fresh processes of the run's tests, and being one
     "pytest_hpml.judging",  # the rules every comparison holds a change to
     "pytest_hpml.stored_baseline",  # --hpml-compare: the stored baseline, read once

@@ -92,3 +92,13 @@ def test_a_user_suite_runs_with_only_the_plugin_installed(pytester: pytest.Pytes
     compare.assert_outcomes(passed=1)
     compare.stdout.fnmatch_lines(["*matplotlib is not installed*"])
     assert "Comparison with baseline" in (pytester.path / "r.md").read_text()
+
+
+def test_a_run_says_no_module_was_imported_before_pytest_could_rewrite_it(
+        pytester: pytest.Pytester) -> None:
+    # A plugin module imported by another before pytest registered it warns in every user's
+    # run ("Module already imported so cannot be rewritten: pytest_hpml.benchmark_options").
+    pytester.makepyfile("def test_a(hpml):\n    hpml.record('x', 1.0, unit='s')\n")
+    result = pytester.runpytest_subprocess("-p", "no:benchmark", "-p", "no:cacheprovider")
+    assert result.ret == 0
+    result.stdout.no_fnmatch_line("*cannot be rewritten*")
