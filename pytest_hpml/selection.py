@@ -46,9 +46,10 @@ def device_names(definition: pytest.Function, configured: list[str]) -> list[str
     (all of them when the marker names none), else the ini file's `hpml_devices`; none when
     the test opted in neither way (a project's own `device` fixture is left alone)."""
     marker = definition.get_closest_marker("hpml_devices")
-    names = (list(marker.args) or list(configured or DEVICES)) if marker else list(configured)
-    bad = [n for n in names if n not in DEVICES]
-    if bad or (marker and marker.kwargs):
+    if marker is None:
+        return list(configured)  # checked once, when the run was configured
+    names = list(marker.args) or list(configured or DEVICES)
+    if [n for n in names if n not in DEVICES] or marker.kwargs:
         raise pytest.UsageError(
             f"{definition.nodeid}: hpml_devices takes 'cpu' and/or 'cuda', e.g. "
             f"hpml_devices('cuda'); got {names}")
@@ -60,13 +61,20 @@ def device_params(names: list[str]) -> list[Any]:
     return [pytest.param(n, marks=[pytest.mark.gpu] if n == "cuda" else [], id=n) for n in names]
 
 
+#: The ini file's hpml_devices, read and checked once per run.
+DEVICES_KEY = pytest.StashKey[list[str]]()
+
+
 def configured_devices(config: pytest.Config) -> list[str]:
-    """The ini file's `hpml_devices`, checked."""
+    """The ini file's `hpml_devices`, checked (read once: every test's parametrization asks)."""
+    if DEVICES_KEY in config.stash:
+        return config.stash[DEVICES_KEY]
     names = list(config.getini("hpml_devices"))
     bad = [n for n in names if n not in DEVICES]
     if bad:
         raise pytest.UsageError(f"hpml_devices = {' '.join(names)} in {config.inipath}: the "
                                 f"devices are 'cpu' and/or 'cuda', e.g. hpml_devices = cpu cuda")
+    config.stash[DEVICES_KEY] = names
     return names
 
 
