@@ -5,6 +5,7 @@ Rank functions live at module level: spawned ranks import them by name.
 
 from __future__ import annotations
 
+import datetime
 import multiprocessing
 import os
 import subprocess
@@ -367,3 +368,33 @@ def test_a_rank_that_died_silently_still_carries_what_its_peers_raised(tmp_path)
     assert error.rank == 1 and error.exception_type is None
     assert error.raised == {0: ("MemoryError",
                                 "MemoryError: rank 0 ran out of memory at batch 64 per worker")}
+
+
+def _add_two(rank: int, world_size: int) -> int:
+    return rank + 2
+
+
+def test_a_launch_on_a_port_an_earlier_launch_of_this_process_used_still_starts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch hands the agent this process's rendezvous server through a cache keyed by port that
+    keeps a closed server's entry: when the OS gives a launch a port an earlier one used, the
+    agent found the closed server and failed with EADDRINUSE (seen under load in make test). The
+    OS's reuse is forced here: its first port-0 pick is a port whose closed server is cached."""
+    real = dist.TCPStore
+    timeout = datetime.timedelta(seconds=30)
+    earlier = real("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timeout,
+                   multi_tenant=True)
+    reused = earlier.port
+    del earlier  # closed; its entry stays in torch's cache
+    picks = []
+
+    def tcp_store(host, port, *args, **kwargs):
+        if port == 0 and not picks:  # the OS picks the earlier launch's port again
+            picks.append(reused)
+            kwargs["multi_tenant"] = False  # served, but not put in the cache: as torch does
+            return real(host, reused, *args, **kwargs)
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(dist, "TCPStore", tcp_store)
+    assert run_distributed(_add_two, 2, backend="gloo", timeout=60) == [2, 3]
+    assert picks == [reused]

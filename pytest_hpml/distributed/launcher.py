@@ -217,6 +217,40 @@ def _agent_signals() -> Iterator[None]:
             os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = environment
 
 
+#: How many ports the rendezvous store may try before it gives up (each try is one bind).
+RENDEZVOUS_PORT_TRIES = 8
+
+
+def rendezvous_store(timeout: float) -> Any:
+    """This process's server for a launch's static rendezvous, on a port the OS picked.
+
+    The port stays taken while the launch runs, so two pytest-xdist workers launching at the
+    same moment never race for one port. Multi-tenant: the agent's static rendezvous (one node:
+    nothing to negotiate, where c10d's first round sleeps up to 0.3 s to spread nodes out) opens
+    its own TCPStore on the same port in this process and is handed this server.
+
+    That hand-over goes through a per-process cache keyed by port, which keeps the entry of a
+    server already closed and does not overwrite it: after some dozens of launches in one
+    process the OS hands out a port an earlier launch used, the agent finds the closed server
+    and binds the port again (EADDRINUSE: seen under load in make test). So the agent's own
+    open is tried here first; a failed try clears the stale entry, and a new port is taken."""
+    failures = []
+    for _ in range(RENDEZVOUS_PORT_TRIES):
+        store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                              timeout=datetime.timedelta(seconds=timeout), multi_tenant=True)
+        try:
+            dist.TCPStore("127.0.0.1", store.port, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=timeout), multi_tenant=True)
+        except dist.DistNetworkError as stale:  # the cache held a closed server of this port
+            failures.append(f"port {store.port}: {stale}".splitlines()[0])
+            del store
+            continue
+        return store
+    raise DistributedError(
+        f"could not open a rendezvous store on 127.0.0.1 in {RENDEZVOUS_PORT_TRIES} tries: "
+        + "; ".join(failures))
+
+
 def _supported(config_class: type, **options: Any) -> dict[str, Any]:
     """The options that this torch's `config_class` (a dataclass) has: LaunchConfig gained
     shutdown_timeout and signals_to_handle after torch 2.4 (a GPU image's torch 2.11 has no
@@ -235,12 +269,7 @@ def _launch(fn: Callable[..., Any], world_size: int, backend: str, device: str |
     with tempfile.TemporaryDirectory(prefix="hpml-ranks-") as scratch:
         marks = Path(scratch, "ranks")
         marks.mkdir()
-        # The rendezvous store is this process's: the OS picks a free port and it stays taken,
-        # so two pytest-xdist workers launching at the same moment never race for one port.
-        # Multi-tenant: the agent's static rendezvous (one node: nothing to negotiate, where
-        # c10d's first round sleeps up to 0.3 s to spread nodes out) serves on this server.
-        store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                              timeout=datetime.timedelta(seconds=timeout), multi_tenant=True)
+        store = rendezvous_store(timeout)
         config = LaunchConfig(
             min_nodes=1, max_nodes=1, nproc_per_node=world_size, run_id=uuid.uuid4().hex,
             rdzv_backend="static", rdzv_endpoint=f"127.0.0.1:{store.port}",
