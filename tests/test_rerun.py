@@ -31,7 +31,29 @@ def test_a_fresh_process_gets_the_invocations_arguments_as_given(
     assert args[:8] == ["-p", "no:benchmark", "-k", "sleep", "--hpml-max-time=0.25",
                         "--hpml-report", "r.md", "--hpml-confirm"]
     assert "--hpml-rerun=/tmp/spec.json" in args and f"--rootdir={pytester.path}" in args
-    assert args[-2:] == ["-n", "0"]  # xdist is installed: no workers of its own
+    assert args[-4:-2] == ["-n", "0"]  # xdist is installed: no workers of its own
+    # the plugin's modules come preloaded, unrewritten: pytest must not say so (or fail on it)
+    assert args[-2:] == ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+
+
+def test_fresh_processes_forked_with_the_plugin_preloaded_work_under_warnings_as_errors(
+        pytester: pytest.Pytester) -> None:
+    """The forkserver imports every module of the plugin, so pytest cannot rewrite their asserts
+    in a fresh process and warns; a project whose ini turns warnings into errors must still get
+    its fresh processes."""
+    assert set(rerun.preload()) >= {"pytest_hpml.session", "pytest_hpml.fixture"}
+    pytester.makeini("[pytest]\nfilterwarnings =\n    error\n")
+    pytester.makepyfile("""
+        def test_work(hpml):
+            hpml.record("work", 3.0, unit="B", better="lower")
+    """)
+    result = pytester.runpytest_subprocess(*FAST[:-1], "--hpml-save-baseline",
+                                           "--hpml-baseline-processes=3",
+                                           "--hpml-save-budget=all")
+    result.assert_outcomes(passed=1)
+    assert "failed" not in result.stdout.str()
+    saved = json.loads(only_baseline_file(pytester.path / "baselines").read_text())
+    assert saved["records"][0]["metrics"][0]["history_saves"] == [3], saved  # 3 processes
 
 
 def test_each_outer_run_option_is_declared_so_by_its_module() -> None:
