@@ -193,16 +193,28 @@ def start_forkserver_in_background() -> None:
     _starting.append(thread)
 
 
-def wait_for_forkserver() -> None:
-    """Return once a forkserver started in the background has finished its imports."""
+def wait_for_forkserver() -> float:
+    """Return once a forkserver started in the background has finished its imports; returns
+    the seconds waited."""
+    began = time.monotonic()
     while _starting:
         _starting.pop().join()
+    return time.monotonic() - began
+
+
+_WAITED = pytest.StashKey[float]()
+
+
+def forkserver_wait(config: pytest.Config) -> float:
+    """Seconds this run's tests waited for the forkserver: a cost the run would not have had
+    without fresh processes, which a save's budget counts as spent."""
+    return config.stash.get(_WAITED, 0.0)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     # Nothing the harness starts may run beside a timed sample: the first test waits for it.
-    wait_for_forkserver()
+    session.config.stash[_WAITED] = wait_for_forkserver()
 
 
 # -- in the fresh process ---------------------------------------------------------------------

@@ -77,9 +77,14 @@ class Save:
             return min(len(r.values_of(m.name).values) for r in by_test[test]
                        for m in r.metrics if m.compared)
 
-        plan = save_plan.Plan(self.fraction * (time.monotonic() - self.run.started))
-        # The forkserver imports beside the run from its start; a run shorter than its imports
-        # waits for them here, uncounted: the budget is the fresh processes' own time.
+        # The run's own time, without what the tests waited for the forkserver; that wait is
+        # part of what the save adds to a run, so it is spent already.
+        waited = rerun.forkserver_wait(self.config)
+        own = max(0.0, time.monotonic() - self.run.started - waited)
+        plan = save_plan.Plan(math.inf if math.isinf(self.fraction)
+                              else max(0.0, self.fraction * own - waited))
+        # The forkserver imports beside the collection; what was left of them when the tests
+        # began was waited for then (counted above). One not started yet starts here.
         forkserver.add_preload(rerun.preload())
         forkserver.ensure_running()
         deadline = time.monotonic() + plan.budget if math.isfinite(plan.budget) else None

@@ -101,3 +101,25 @@ def test_no_budget_means_no_fresh_process(pytester: pytest.Pytester,
     pytester.runpytest(*FAST[:-1], "--hpml-save-baseline", "--hpml-save-budget=0"
                        ).assert_outcomes(passed=6)
     assert batches == []
+
+
+def test_the_wait_for_the_forkserver_is_spent_from_the_budget(
+        pytester: pytest.Pytester, batches: list[list[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests wait for what is left of the forkserver's imports before the first sample (no
+    import beside a timed sample): that wait is the save's cost, not the run's, so it comes out
+    of the budget twice (the run's own time without it, then spent). A wait as long as the run
+    leaves nothing for fresh processes; the same save without it measures some again."""
+    pytester.makepyfile(test_naps=SUITE)
+
+    def waited(seconds: float) -> None:
+        monkeypatch.setattr(rerun, "wait_for_forkserver", lambda: seconds)
+
+    waited(3.0)  # six tests of half a second: the run's own time is about 3 s
+    pytester.runpytest(*FAST[:-1], "--hpml-save-baseline", "--hpml-baseline-processes=2",
+                       "--hpml-save-budget=0.6").assert_outcomes(passed=6)
+    assert batches == []
+    waited(0.0)
+    pytester.runpytest(*FAST[:-1], "--hpml-save-baseline", "--hpml-baseline-processes=2",
+                       "--hpml-save-budget=0.6").assert_outcomes(passed=6)
+    assert batches and batches[0]
