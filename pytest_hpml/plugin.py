@@ -12,6 +12,9 @@ pytest_plugins = [
     "pytest_hpml.devices",  # GPU discovery, xdist pinning, Triton's interpreter, gpu skips
     "pytest_hpml.policy",  # timing policy: options and @pytest.mark.hpml
     "pytest_hpml.fixture",  # the hpml fixture
+    # progress before recording and rerun, which import it: registered first, it is imported
+    # (and its asserts rewritten) as a plugin
+    "pytest_hpml.progress",  # what a run says while fresh processes run (xdist workers' too)
     "pytest_hpml.recording",  # the records' way from a test to the controller
     # benchmark imports benchmark_options: registered first, it is imported (and its asserts
     # rewritten) as a plugin, not as a module benchmark happened to import

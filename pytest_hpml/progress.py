@@ -2,7 +2,9 @@
 processes at a git ref): on a terminal, one live line naming the tests, the process of how many
 and the time left in the budget, left as one line when they are done; in a CI log (no
 terminal), one line for each batch that took longer than a few seconds, nothing for the quick
-ones. An xdist worker has no terminal of its own and says nothing."""
+ones. An xdist worker has no terminal of its own: its slow batches ride on the report of the
+test they belong to (report.hpml_progress), and the controller says them as that report
+arrives, naming the worker."""
 
 from __future__ import annotations
 
@@ -20,11 +22,37 @@ def _tests(nodeids: list[str]) -> str:
     return first if len(nodeids) <= 1 else f"{first} and {len(nodeids) - 1} more"
 
 
+_PENDING = pytest.StashKey[list[str]]()
+
+
+def take(config: pytest.Config) -> list[str]:
+    """An xdist worker's lines said since the last call, for the report they travel with."""
+    lines = config.stash.get(_PENDING, [])
+    config.stash[_PENDING] = []
+    return lines
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    lines = getattr(report, "hpml_progress", None)
+    node = getattr(report, "node", None)  # xdist: the worker the report came from
+    if not lines or node is None:
+        return
+    tr = node.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None:
+        return
+    worker = getattr(getattr(node, "gateway", None), "id", "worker")
+    tr.ensure_newline()
+    for line in lines:
+        tr.write_line(line.replace("hpml: ", f"hpml: [{worker}] ", 1))
+
+
 class FreshProgress:
     def __init__(self, config: pytest.Config, what: str, nodeids: list[str], processes: int,
                  deadline: float | None, now: Callable[[], float] = time.monotonic) -> None:
-        worker = hasattr(config, "workerinput")
-        self._tr = None if worker else config.pluginmanager.get_plugin("terminalreporter")
+        self._config = config
+        self._worker = hasattr(config, "workerinput")
+        self._tr = None if self._worker else config.pluginmanager.get_plugin("terminalreporter")
         self._live = bool(self._tr is not None and self._tr.isatty)
         self._label = f"{what} of {_tests(nodeids)}"
         self._processes, self._deadline, self._now = processes, deadline, now
@@ -51,3 +79,5 @@ class FreshProgress:
         elif self._tr is not None and seconds >= SLOW_SECONDS:
             self._tr.ensure_newline()
             self._tr.write_line(line)
+        elif self._worker and seconds >= SLOW_SECONDS:
+            self._config.stash.setdefault(_PENDING, []).append(line)

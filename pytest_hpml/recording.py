@@ -12,6 +12,7 @@ from collections.abc import Generator
 
 import pytest
 
+from pytest_hpml import progress
 from pytest_hpml.fixture import fixture_of
 from pytest_hpml.results import Record
 from pytest_hpml.session import HpmlRun, run_of, writes_outputs
@@ -26,6 +27,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Gener
         # it that it no longer makes.
         records = _readable(fixture.records(), report) if fixture is not None else []
         item.ihook.pytest_hpml_judge(item=item, report=report, records=records)
+        said = progress.take(item.config)  # an xdist worker's slow fresh processes
+        if said:
+            report.hpml_progress = said
         if records:
             # Judged before they are serialized: the verdicts travel with the records.
             report.hpml_records = [r.to_dict() for r in records]

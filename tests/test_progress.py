@@ -33,6 +33,21 @@ def test_a_ci_log_gets_one_line_for_confirmations_that_took_a_while(
     assert "process 1 of 2" not in result.stdout.str()  # no live line without a terminal
 
 
+def test_under_xdist_the_controller_says_a_workers_slow_confirmations(
+        pytester: pytest.Pytester) -> None:
+    """A worker has no terminal: its line rides on the test's report, and the controller says
+    it, naming the worker."""
+    pytester.makepyfile(SLOW_TEST)
+    assert pytester.runpytest_subprocess(*FAST, "--hpml-save-baseline",
+                                         "--hpml-baseline-processes=1").ret == 0
+    pytester.makeconftest("import os\nos.environ['STEP'] = '3e-3'\n")  # three times slower
+    result = pytester.runpytest_subprocess(*FAST, "-n", "2", "--hpml-compare",
+                                           "--hpml-confirm=2")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["hpml: [[]gw?[]] confirmation of test_under_xdist*.py::"
+                                 "test_slow_step: 1 process(es) in * s"])
+
+
 class FakeTerminal:
     def __init__(self, tty: bool) -> None:
         self.isatty, self.out = tty, []

@@ -9,6 +9,11 @@ MLP forward, a tokenizer-like string split, sorts, a size sweep), in a git repos
 own (--hpml-compare-ref=HEAD needs one), saved once per tool before the trials.
 
     python tools/cost_ratios.py --trials 5 --out hpml-out/cost
+    python tools/cost_ratios.py --trials 3 --rows 10000   # one test of 10k rows instead
+
+With --rows N the suite is one test that records a time for each of N rows (a sweep of a
+team's size), and the commands are a plain run, a save and a compare of it: what a baseline
+of N rows costs to write and to read against running the test.
 """
 
 from __future__ import annotations
@@ -90,6 +95,19 @@ def test_layer_norm(benchmark):
         benchmark(layer, x)
 '''
 
+ROWS_SUITE = '''import time
+
+ROWS = {rows}
+
+
+def test_sweep(hpml):
+    for i in range(ROWS):
+        started = time.perf_counter()
+        sum(range(200))
+        row = hpml.row(size=i)
+        row.record("time", time.perf_counter() - started, unit="s", better="lower")
+'''
+
 HPML = ["-p", "no:benchmark"]
 BENCH = ["-p", "no:hpml"]
 
@@ -101,12 +119,12 @@ def _pytest(folder: Path, args: list[str]) -> tuple[int, float, str]:
     return done.returncode, time.perf_counter() - started, done.stdout[-3000:]
 
 
-def project(out: Path) -> Path:
+def project(out: Path, suite: str = SUITE) -> Path:
     folder = out / "suite"
     shutil.rmtree(out, ignore_errors=True)
     folder.mkdir(parents=True)
     (folder / "pytest.ini").write_text("[pytest]\n")
-    (folder / "test_team.py").write_text(SUITE)
+    (folder / "test_team.py").write_text(suite)
     (folder / ".gitignore").write_text("baselines/\n.benchmarks/\n")
     git = ["git", "-c", "user.name=cost", "-c", "user.email=cost@localhost"]
     for step in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "suite"]):
@@ -132,20 +150,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--out", type=Path, default=ROOT / "hpml-out" / "cost")
+    parser.add_argument("--rows", type=int, default=0,
+                        help="one test of this many rows instead of the team's suite")
     args = parser.parse_args()
-    folder = project(args.out)
-    for name, setup in (("pytest-hpml", [*HPML, "--hpml-save-baseline"]),
-                        ("pytest-benchmark", [*BENCH, "--benchmark-save=base"])):
+    commands, ratios = COMMANDS, RATIOS
+    setups = [("pytest-hpml", [*HPML, "--hpml-save-baseline"]),
+              ("pytest-benchmark", [*BENCH, "--benchmark-save=base"])]
+    if args.rows:
+        folder = project(args.out, ROWS_SUITE.format(rows=args.rows))
+        commands = {name: COMMANDS[name] for name in
+                    ("plain run (pytest-hpml)", "save (pytest-hpml)", "compare (pytest-hpml)")}
+        ratios = [("save (pytest-hpml)", "plain run (pytest-hpml)", 1.5),
+                  ("compare (pytest-hpml)", "plain run (pytest-hpml)", 1.5)]
+        setups = setups[:1]
+    else:
+        folder = project(args.out)
+    for name, setup in setups:
         code, _, text = _pytest(folder, setup)
         if code:
             raise SystemExit(f"saving {name}'s baseline failed:\n{text}")
-    seconds: dict[str, list[float]] = {name: [] for name in COMMANDS}
-    names = list(COMMANDS)
+    seconds: dict[str, list[float]] = {name: [] for name in commands}
+    names = list(commands)
     for trial in range(args.trials):
         shift = trial % len(names)
         for name in names[shift:] + names[:shift]:
             shutil.rmtree(folder / "trial", ignore_errors=True)  # each save its first
-            code, took, text = _pytest(folder, COMMANDS[name])
+            code, took, text = _pytest(folder, commands[name])
             seconds[name].append(took)
             print(f"trial {trial + 1}/{args.trials} {name:30s} exit {code} in {took:.1f} s",
                   flush=True)
@@ -154,7 +184,7 @@ def main() -> None:
         print(f"| {name} | {statistics.median(took):.1f} | {min(took):.1f} | "
               f"{max(took):.1f} |")
     print("\n| ratio | measured | target |\n|---|---|---|")
-    for top, bottom, target in RATIOS:
+    for top, bottom, target in ratios:
         ratio = statistics.median(seconds[top]) / statistics.median(seconds[bottom])
         print(f"| {top} / {bottom} | {ratio:.2f} | {target} |")
 
