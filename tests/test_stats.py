@@ -77,3 +77,22 @@ def test_mann_whitney_all_identical_is_no_evidence() -> None:
 def test_mann_whitney_needs_both_sides() -> None:
     with pytest.raises(ValueError, match="both sides"):
         mann_whitney_u([], [1.0])
+
+
+def test_t_quantile_matches_the_tables_in_both_tails() -> None:
+    from pytest_hpml.measure.stats import t_cdf, t_quantile
+
+    # Student's t table values (two-sided 95 % and 99 %, one-sided 99.9 %), and df=1's closed
+    # form, tan(pi (p - 1/2)).
+    for p, df, table in [(0.975, 10, 2.228138851986), (0.995, 1, 63.656741162871),
+                         (0.95, 5, 2.015048373333), (0.999, 3, 10.214531852407),
+                         (0.975, 1e5, 1.959987707535)]:
+        assert t_quantile(p, df) == pytest.approx(table, rel=1e-9)
+        assert t_quantile(1 - p, df) == pytest.approx(-table, rel=1e-9)
+    # Fractional degrees of freedom (Welch-Satterthwaite), far tails: the inverse of t_cdf.
+    for df in (0.4, 1.7, 3.3, 12.9, 250.0):
+        for p in (1e-6, 0.01, 0.3, 0.7, 0.99, 1 - 1e-6):
+            assert t_cdf(t_quantile(p, df), df) == pytest.approx(p, rel=1e-9)
+    assert t_quantile(0.5, 7.0) == 0.0
+    with pytest.raises(ValueError, match="p must be in"):
+        t_quantile(1.0, 3.0)

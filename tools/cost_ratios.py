@@ -104,8 +104,8 @@ def test_sweep(hpml):
     for i in range(ROWS):
         started = time.perf_counter()
         sum(range(200))
-        row = hpml.row(size=i)
-        row.record("time", time.perf_counter() - started, unit="s", better="lower")
+        with hpml.row(size=i) as row:
+            row.record("time", time.perf_counter() - started, unit="s", better="lower")
 '''
 
 HPML = ["-p", "no:benchmark"]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -136,20 +138,55 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t > 0 else tail
 
 
+#: How far out t_quantile looks: beyond it a quantile is this bound (a detectable change
+#: of exp(1e6 x spread) is blind whatever the exact figure).
+T_BOUND = 1e6
+
+
+def _t_log_density(t: float, df: float) -> float:
+    return (math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+            - (df + 1) / 2 * math.log1p(t * t / df))
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def t_quantile(p: float, df: float) -> float:
-    """The t with P(T <= t) = p, by bisection on t_cdf (monotone)."""
+    """The t with P(T <= t) = p: Newton's method on t_cdf from the Cornish-Fisher expansion
+    of the normal quantile, kept inside a bracket that bisection narrows wherever a step
+    would leave it. A comparison asks for it once per metric and per process count it tries
+    (hundreds of thousands for a sweep of 10k rows): plain bisection from +-1e6 took 55
+    evaluations of the incomplete beta function each, minutes in all."""
     if not 0 < p < 1:
         raise ValueError(f"p must be in (0, 1), got {p}")
-    lo, hi = -1e6, 1e6
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be > 0, got {df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    if p == 0.5:
+        return 0.0
+    z = NormalDist().inv_cdf(p)
+    guess = (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+             + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * df ** 3))
+    lo, hi = 0.0, T_BOUND
+    t = min(max(guess, 1e-12), T_BOUND / 2)
     for _ in range(200):
-        mid = (lo + hi) / 2
-        if t_cdf(mid, df) < p:
-            lo = mid
+        below = t_cdf(t, df) - p
+        if below == 0:
+            return t
+        if below < 0:
+            lo = t
         else:
-            hi = mid
-        if hi - lo < 1e-10 * max(1.0, abs(mid)):
-            break
-    return (lo + hi) / 2
+            hi = t
+        density = math.exp(_t_log_density(t, df))
+        step = below / density if density > 0 else math.inf
+        if abs(step) <= 1e-13 * max(1.0, abs(t)):
+            return t - step
+        new = t - step
+        if not lo < new < hi:
+            new = (lo + hi) / 2  # a step out of the bracket (a flat tail): bisect instead
+        if hi - lo <= 1e-13 * max(1.0, hi):
+            return new
+        t = new
+    return t
 
 
 def median_uncertainty(samples: Sequence[float]) -> float:
