@@ -54,3 +54,19 @@ def test_non_finite_values_are_printed_as_such() -> None:
 
 def test_negative_values_scale_by_magnitude() -> None:
     assert format_value(-2.5e9, "FLOP/s") == "-2.500 GFLOP/s"
+
+
+def test_a_detectable_change_of_millions_of_percent_reads_as_over_ten_times() -> None:
+    """Three processes 40 % apart give a t quantile of one degree of freedom, exponentiated:
+    `detectable ±1387921753.9%` said nothing `blind` does not; it reads as over 1000 %."""
+    from pytest_hpml.compare.noise import Noise, blind_spot
+    from pytest_hpml.report.units import format_detectable
+
+    assert format_detectable(0.603) == "±60.3%"
+    assert format_detectable(13879217.5) == "over ±1000%"
+    noise = Noise(between=0.46, dof=1, within=0.0, runs_now=1, runs_before=2)
+    said = blind_spot(noise, 13879217.5, 0.5, 0.001)
+    assert said.startswith("cannot detect even a slowdown of 11x here (detectable over ±1000%, "
+                           "the limit is ±50.0 %): 3 processes, spread 46.0 %"), said
+    assert blind_spot(noise, 0.603, 0.5, 0.001).startswith(
+        "cannot detect a 1.60x slowdown here (detectable ±60.3 %")

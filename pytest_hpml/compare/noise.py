@@ -25,6 +25,7 @@ from statistics import NormalDist
 
 from pytest_hpml.compare.advice import Advice
 from pytest_hpml.measure.stats import t_quantile
+from pytest_hpml.report.units import DETECTABLE_SHOWN_UP_TO
 
 #: Assumed drift of a time or a rate between occasions until the history has seen it.
 DEFAULT_DRIFT = 0.05
@@ -213,8 +214,12 @@ def blind_spot(n: Noise, mdc: float, limit: float, alpha: float,
     factor = math.floor(100 * (1 + mdc)) / 100  # rounded down: this one passes unseen
     processes = n.runs_before + n.runs_now
     spread = "unknown" if n.between is None else pct(n.between)
-    said = (f"cannot detect a {factor:.2f}x slowdown here (detectable ±{pct(mdc)}, the limit "
-            f"is ±{pct(limit)}): {processes} processes, spread {spread}")
+    if mdc > DETECTABLE_SHOWN_UP_TO:  # millions of percent mean only "blind"
+        unseen = (f"cannot detect even a slowdown of {1 + DETECTABLE_SHOWN_UP_TO:.0f}x here "
+                  f"(detectable over ±{DETECTABLE_SHOWN_UP_TO:.0%}")
+    else:
+        unseen = f"cannot detect a {factor:.2f}x slowdown here (detectable ±{pct(mdc)}"
+    said = f"{unseen}, the limit is ±{pct(limit)}): {processes} processes, spread {spread}"
     if n.drift and n.process_share < 0.5:
         fix = advice.drift()
     elif n.between is None:

@@ -10,7 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_hpml.report.escaping import for_markdown, for_terminal
-from pytest_hpml.report.units import format_number, format_scaled, format_value, scale_for
+from pytest_hpml.report.units import (
+    format_detectable,
+    format_number,
+    format_scaled,
+    format_value,
+    scale_for,
+)
 from pytest_hpml.results import Metric, Record
 
 
@@ -243,7 +249,8 @@ def _comparison_rows(records: list[Record]) -> list[list[str]]:
                 "" if v.change is None
                 else f"{v.change:+.1%}{YARDSTICK_MARK if v.relative else ''}",
                 v.outcome,
-                "" if v.mdc is None else f"±{v.mdc:.1%}" + (" (blind)" if v.blind else ""),
+                "" if v.mdc is None else format_detectable(v.mdc)
+                + (" (blind)" if v.blind else ""),
             ])
     return rows
 

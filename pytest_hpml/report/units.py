@@ -137,3 +137,17 @@ def conversion(source: str, target: str) -> float | None:
     if b_source != b_target:
         return None
     return f_source / f_target
+
+
+#: A detectable change beyond this many times the value is said as "over" it: the exact
+#: figure of a spread of 40 % between 3 processes (a t quantile of 1 degree of freedom,
+#: exponentiated) reads as millions of percent and means only "blind".
+DETECTABLE_SHOWN_UP_TO = 10.0
+
+
+def format_detectable(mdc: float) -> str:
+    """A minimum detectable change as a table and a message show it: `±60.3%`, or
+    `over ±1000%` where it is larger."""
+    if mdc > DETECTABLE_SHOWN_UP_TO:
+        return f"over ±{DETECTABLE_SHOWN_UP_TO:.0%}"
+    return f"±{mdc:.1%}"
