@@ -61,9 +61,14 @@ for name in {SUITES_ONLY + tuple(OPTIONAL)!r}:
     sys.modules[name] = None  # `import name` raises ImportError, as if not installed
 """
 
+# The test is about packaging, not verdicts: a 10k-element add lands in one of two modes per
+# process on this machine (about 3 us or 5.5 us, whatever the code), and a one-process save
+# cannot know the other, so the comparison allows a change of 4x.
 USER_SUITE = """
+import pytest
 import torch
 
+@pytest.mark.hpml(tolerance=3.0)
 def test_add(hpml):
     a, b = torch.rand(10_000), torch.rand(10_000)
     timing = hpml.time(torch.add, a, b)

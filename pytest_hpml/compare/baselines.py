@@ -303,7 +303,11 @@ def _unseen_save(row: dict[str, Any], table: dict[str, Any], shard_row: dict[str
     are the history its save trimmed, not a move."""
     seen = [provenance.parse_time(shard_table[i]["on"])
             for i in provenance.referenced([shard_row]) if i in shard_table]
-    for save in sorted(provenance.referenced([row]) - set(shard_table)):
+    # A save is known by its id and its entry: an id is a save's second, bumped past the ids
+    # its file holds, so the shard's save (bumped past the file's last one) and a later save
+    # of the file can carry one id.
+    unseen = {i for i in provenance.referenced([row]) if shard_table.get(i) != table.get(i)}
+    for save in sorted(unseen):
         when = provenance.parse_time(table.get(save, {}).get("on", ""))
         if when is not None and seen and when >= min(seen):
             return f"{save} ({table[save]['on']})"
