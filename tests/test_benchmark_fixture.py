@@ -11,6 +11,8 @@ pytest-benchmark.
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -135,8 +137,12 @@ def test_a_pytest_benchmark_suite_runs_unchanged_under_pytest_hpml(
         "test_stats_and_extra_info[5]", "test_stats_and_extra_info[10]")}
     for name, found in metrics.items():
         assert found["time"]["unit"] == "s" and found["time"]["better"] == "lower", name
-    # min_rounds, and precision as the stopping rule: the first batch is precise enough.
-    assert len(metrics[_ids("test_call_form")]["time"]["samples"]) == 25
+    # min_rounds, and precision as the stopping rule: the first batch of 25 stops the sampling
+    # where it is that precise (a CPU hog can make it not, and sampling then goes on).
+    call_form = metrics[_ids("test_call_form")]["time"]["samples"]
+    first = call_form[:25]
+    precise = statistics.stdev(first) / math.sqrt(25) / statistics.fmean(first) <= 0.5
+    assert len(call_form) == 25 if precise else len(call_form) > 25, call_form
     assert len(metrics[_ids("test_pedantic_rounds")]["time"]["samples"]) == 6
     assert len(metrics[_ids("test_pedantic_setup_teardown")]["time"]["samples"]) == 5
     fib10 = metrics[_ids("test_stats_and_extra_info[10]")]

@@ -398,3 +398,24 @@ def test_a_launch_on_a_port_an_earlier_launch_of_this_process_used_still_starts(
     monkeypatch.setattr(dist, "TCPStore", tcp_store)
     assert run_distributed(_add_two, 2, backend="gloo", timeout=60) == [2, 3]
     assert picks == [reused]
+
+
+def test_a_rank_ended_while_it_wrote_its_error_does_not_hide_the_rank_that_raised(
+        tmp_path: Path) -> None:
+    """make test under a CPU hog: rank 1 raised, the agent ended rank 0 while rank 0 wrote its
+    own error (its peer gone), and the launcher stopped on the empty file with a
+    JSONDecodeError. Ranks now write their error whole (a rename); a file that is not a whole
+    report is read as no report."""
+    import json as json_module
+
+    from pytest_hpml.distributed.launcher import _explain
+
+    for rank in (0, 1):
+        (tmp_path / f"pid-{rank}").write_text(str(1000 + rank))
+    (tmp_path / "terminated-0").touch()
+    (tmp_path / "error-0.json").write_text("")  # cut off mid-write
+    (tmp_path / "error-1.json").write_text(json_module.dumps({
+        "summary": "ValueError: bad shard on rank 1", "traceback": "Traceback ...",
+        "type": "ValueError", "when": 1.0}))
+    error = _explain({}, tmp_path, 2)
+    assert error.rank == 1 and str(error).startswith("rank 1 raised ValueError: bad shard"), error

@@ -2,7 +2,7 @@
 cost (a no-op, and 1x, 2x, 4x of a fixed run of float multiplications) keep their ratios.
 
 No absolute time is asserted (this machine is shared): only ratios of timings taken
-interleaved, each the median of several rounds, within bounds wide enough for a loaded
+interleaved, the fastest of several rounds, within bounds wide enough for a loaded
 machine and narrow enough to fail when the harness's cost per call is put back (the closure
 call, the argument unpacking and a clock reading per sample of the sampler before issue 23
 added 60-150 ns to every call here: the no-op came out at 4 to 7 times its cost, 2x / 1x at
@@ -10,8 +10,6 @@ added 60-150 ns to every call here: the no-op came out at 4 to 7 times its cost,
 """
 
 from __future__ import annotations
-
-import statistics
 
 import pytest
 from hpml_testing import metrics_by_test, run_with_json
@@ -58,8 +56,11 @@ def known_cost_timings(pytester: pytest.Pytester) -> dict[str, list[float]]:
 
 
 def ratio(timings: dict[str, list[float]], top: str, bottom: str) -> float:
-    """The median over the rounds of top / bottom, each pair timed one after the other."""
-    return statistics.median(a / b for a, b in zip(timings[top], timings[bottom], strict=True))
+    """The fastest round of top over the fastest of bottom: load only adds time, and under a
+    CPU hog the median over rounds of the pairs' ratios read 4x / 2x at 2.41 (make test on a
+    fresh clone). A cost per call put back into the harness slows every round alike, so the
+    bounds still catch it."""
+    return min(timings[top]) / min(timings[bottom])
 
 
 def test_short_calls_keep_the_ratios_of_their_known_costs(pytester: pytest.Pytester) -> None:

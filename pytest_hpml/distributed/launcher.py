@@ -165,7 +165,12 @@ def _explain(failures: dict[int, Any], folder: Path, world_size: int) -> Distrib
     (os._exit, a signal, the OOM killer) is the cause and its peers' errors (connection
     closed) its echo; else the rank that raised first. Ranks the agent ended after the first
     failure (marked terminated) and ranks that finished are neither."""
-    errors = {r: json.loads(p.read_text()) for r, p in _marked(folder, "error").items()}
+    errors = {}
+    for rank, path in _marked(folder, "error").items():
+        try:
+            errors[rank] = json.loads(path.read_text())
+        except (OSError, ValueError):  # not a whole report: the rank said nothing readable
+            continue
     done, ended = _marked(folder, "done"), _marked(folder, "terminated")
     silent = [r for r in range(world_size) if r not in errors and r not in done and
               r not in ended and r in _marked(folder, "pid")]

@@ -156,9 +156,14 @@ def elastic_rank_main(fn: Callable[..., Any], args: tuple, kwargs: dict, backend
         result = serialize(fn(rank, world_size, *args, **kwargs))
         dist.destroy_process_group()
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the test
-        (folder / f"error-{rank}.json").write_text(json.dumps({
+        # Written whole or not at all (a rename): the agent may end this rank mid-write, and
+        # the parent read an empty file as the report of a rank that raised.
+        error = folder / f"error-{rank}.json"
+        partial = folder / f".error-{rank}.json.partial"
+        partial.write_text(json.dumps({
             "summary": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
             "type": type(exc).__name__, "when": time.monotonic()}))
+        os.replace(partial, error)
         raise
     (folder / f"done-{rank}").touch()
     return result
