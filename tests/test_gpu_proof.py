@@ -33,7 +33,7 @@ def test_every_stage_skips_here_and_says_why(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     stages = [stage.name for stage in _tool().STAGES]
-    assert stages[:2] == ["install", "smoke"] and len(stages) == 11
+    assert stages[:2] == ["install", "smoke"] and len(stages) == 12
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [o["stage"] for o in summary] == stages
     for outcome in summary:
@@ -41,7 +41,7 @@ def test_every_stage_skips_here_and_says_why(tmp_path: Path) -> None:
         assert outcome["why"].startswith("no CUDA GPU: torch "), outcome
         assert json.loads((tmp_path / outcome["stage"] / "outcome.json").read_text()) == outcome
     table = (tmp_path / "summary.md").read_text()
-    assert "| full-int8_gemm | skipped |" in table and "0 passed, 11 skipped, 0 failed" in table
+    assert "| full-int8_gemm | skipped |" in table and "0 passed, 12 skipped, 0 failed" in table
     assert "gpu_proof: smoke: skipped (0 s): no CUDA GPU" in out.stdout
     # A CI job that must have a GPU fails instead.
     required = subprocess.run([sys.executable, str(TOOL), "--out", str(tmp_path / "again"),
@@ -57,8 +57,8 @@ def test_stages_are_chosen_by_name_or_prefix() -> None:
     assert [s.name for s in tool.selected("full-int8")] == ["full-int8_gemm"]
     with pytest.raises(SystemExit, match="no stage called gpu; the stages: install, smoke"):
         tool.selected("smoke,gpu")
-    # Within the 45 minutes the brief gives the first GPU session.
-    assert sum(s.budget for s in tool.STAGES) <= 45 * 60
+    # The default --minutes lets every stage have its budget.
+    assert sum(s.budget for s in tool.STAGES) <= tool.DEFAULT_MINUTES * 60
 
 
 FAKE_STAGE = '''
@@ -111,3 +111,44 @@ def test_the_smoke_checks_skip_here_with_the_reason(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "13 skipped" in out.stdout
     assert out.stdout.count("needs a CUDA GPU: none was found on this machine") >= 1
+
+
+CI_SUITE = '''
+import time
+from pathlib import Path
+
+
+def test_wait(hpml):
+    # 3x slower once the file `slower` is there (well beyond a sleep's noise under load)
+    hpml.time(time.sleep, 0.006 if Path("slower").exists() else 0.002, name="wait")
+'''
+
+
+def test_the_ci_stage_saves_then_fails_a_compare_only_on_a_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A user's suite saved and compared unchanged: the stage passes; the same suite made slower
+    # between its save and its compare: the stage fails, saying so.
+    tool = _tool()
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_wait.py").write_text(CI_SUITE)
+    monkeypatch.setattr(tool, "ROOT", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    stage = tool.Stage("ci-fake", 300, "a fake CI stage", ("test_wait.py",), compares=1)
+    result = tool.run_ci_stage(stage, tmp_path / "same", 300)
+    assert result.outcome == "passed", result.why
+    assert result.why.startswith("save: exit 0 in ") and "compare-1: exit 0 in " in result.why
+    assert (tmp_path / "same" / "compare-1.md").exists()
+    assert tool.verdicts(tmp_path / "same" / "compare-1.csv") in (
+        {"unchanged": 1}, {"improved": 1})
+
+    run_logged = tool.run_logged
+
+    def then_slower(command, log, timeout):
+        done = run_logged(command, log, timeout)
+        (tmp_path / "slower").touch()  # the code changes after the save
+        return done
+
+    monkeypatch.setattr(tool, "run_logged", then_slower)
+    slower = tool.run_ci_stage(stage, tmp_path / "changed", 300)
+    assert slower.outcome == "failed" and "compare-1: exit 1 in " in slower.why, slower.why
+    assert "(1 regressed)" in slower.why

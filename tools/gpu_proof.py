@@ -1,5 +1,5 @@
 """Proves every GPU path of pytest-hpml and its labs in one go, on a machine with one GPU (an
-H100) and about 45 minutes, in stages:
+H100) and about 50 minutes, in stages:
 
     install          pip install --no-deps -e . over the machine's own torch, and what is missing
     smoke            each CUDA piece once (tools/gpu_smoke.py): events, busy-wait, cold L2,
@@ -8,6 +8,9 @@ H100) and about 45 minutes, in stages:
     full-vector_add  the vector-add lab's GPU tests in the full profile (K up to 100 million)
     full-int8_gemm   the int8 GEMM's throughput at 4096^3 and 8192^3, and its epilogues
     full-mlp_profile the MLP training step's profile on the GPU in the full profile
+    ci-vector_add    the CI promise on the GPU: the vector-add lab's GPU tests saved as a
+                     baseline (its fresh processes included), then compared twice, unchanged:
+                     each compare must pass (a false alarm on a GPU fails the stage)
 
 Each stage runs in a process of its own under a time budget (killed past it, and said so) and
 writes under OUT/<stage>/: output.txt (everything it printed), report.md and junit.xml (pytest
@@ -15,7 +18,7 @@ stages; quick and full stages also their charts in plots/). OUT/summary.md and s
 say what passed, was skipped or failed, and why. Without a GPU every stage is skipped, with the
 reason, in seconds.
 
-    python tools/gpu_proof.py --out $OUT                       # every stage, 45 minutes
+    python tools/gpu_proof.py --out $OUT                       # every stage, 50 minutes
     python tools/gpu_proof.py --out $OUT --stages install,smoke --minutes 9
     python tools/gpu_proof.py --list                           # the stages and their budgets
 
@@ -26,6 +29,7 @@ when a stage failed (or, with --require-gpu, when there is no GPU), else 0.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import signal
@@ -37,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MINUTES = 50.0
 LABS = {"vector_add": 150, "complexity": 150, "mlp": 180, "quantization": 240, "tta": 240,
         "data_parallel": 240}
 #: What the stages import: the plugin's own dependencies, then the labs' (tools/gpu_proof
@@ -53,6 +58,7 @@ class Stage:
     what: str
     pytest_args: tuple[str, ...] = ()  # empty: not a pytest stage
     plots: bool = False
+    compares: int = 0  # a CI stage: a save, then this many compares of unchanged code
 
 
 STAGES = [
@@ -69,6 +75,8 @@ STAGES = [
            "(square and (4096 or 8192)) or epilogue_cost"), plots=True),
     Stage("full-mlp_profile", 240, "the MLP training step's profile on the GPU, full profile",
           ("suites/mlp/test_mlp_profile.py", "-m", "gpu", "--hpml-profile=full"), plots=True),
+    Stage("ci-vector_add", 300, "save the vector-add lab's GPU tests, compare twice unchanged",
+          ("suites/vector_add", "-m", "gpu", "--hpml-profile=quick"), compares=2),
 ]
 
 
@@ -172,6 +180,51 @@ def run_pytest_stage(stage: Stage, folder: Path, timeout: float) -> Outcome:
     return outcome
 
 
+def verdicts(csv_report: Path) -> dict[str, int]:
+    """How many metrics of a CSV report got each verdict."""
+    counts: dict[str, int] = {}
+    if csv_report.exists():
+        with csv_report.open(newline="") as stream:
+            for row in csv.DictReader(stream):
+                if row.get("verdict"):
+                    counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
+    return counts
+
+
+def run_ci_stage(stage: Stage, folder: Path, timeout: float) -> Outcome:
+    """What CI on a GPU runner does, on unchanged code: a save (with the fresh processes a save
+    runs), then `stage.compares` compares against it. A compare that fails is a false alarm:
+    the code did not change. Each step writes <step>.md and <step>.csv (the verdicts)."""
+    deadline = time.monotonic() + timeout
+    baselines = folder / "baselines"
+    folder.mkdir(parents=True, exist_ok=True)
+    steps = [("save", "--hpml-save-baseline")] + [
+        (f"compare-{i + 1}", "--hpml-compare") for i in range(stage.compares)]
+    outcome = Outcome(stage.name, "passed")
+    notes = []
+    for step, option in steps:
+        left = deadline - time.monotonic()
+        if left < 10:
+            outcome.outcome = "failed"
+            notes.append(f"{step}: not run, the stage's {timeout:.0f} s were spent")
+            break
+        command = [sys.executable, "-m", "pytest", *stage.pytest_args, "-p", "no:cacheprovider",
+                   option, f"--hpml-baselines={baselines}",
+                   f"--hpml-report={folder / (step + '.md')}",
+                   f"--hpml-report={folder / (step + '.csv')}"]
+        code, seconds = run_logged(command, folder / f"{step}.txt", left)
+        outcome.seconds += seconds
+        said = ", ".join(f"{n} {v}" for v, n in sorted(verdicts(folder / f"{step}.csv").items()))
+        notes.append(f"{step}: exit {code if code is not None else 'killed'} in {seconds:.0f} s"
+                     + (f" ({said})" if said else ""))
+        if code != 0:
+            outcome.outcome = "failed"
+            if step == "save":
+                break
+    outcome.why = "; ".join(notes)
+    return outcome
+
+
 def collected(stage: Stage, folder: Path) -> str:
     """How many tests the stage's selection collects (no GPU needed: the GPU tests are
     collected, then skipped)."""
@@ -240,6 +293,8 @@ def prove(out: Path, stages: list[Stage], minutes: float, has_gpu: bool,
             outcome = Outcome(stage.name, "skipped", f"the {minutes:g} minutes were spent")
         elif stage.name == "install":
             outcome = run_install(stage, folder, min(stage.budget, left))
+        elif stage.compares:
+            outcome = run_ci_stage(stage, folder, min(stage.budget, left))
         else:
             outcome = run_pytest_stage(stage, folder, min(stage.budget, left))
         (folder / "outcome.json").write_text(json.dumps(asdict(outcome), indent=2) + "\n")
@@ -268,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("hpml-out/gpu-proof"),
                         help="the folder every stage writes under")
     parser.add_argument("--stages", help="comma-separated names or prefixes (default: all)")
-    parser.add_argument("--minutes", type=float, default=45.0,
+    parser.add_argument("--minutes", type=float, default=DEFAULT_MINUTES,
                         help="the whole proof's time; a stage gets its budget or what is left")
     parser.add_argument("--require-gpu", action="store_true",
                         help="exit 1 when there is no GPU (a CI job that landed on a CPU)")
