@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from pytest_hpml.fixture import Hpml
     from pytest_hpml.machine.kernels import KernelResources
     from pytest_hpml.measure.busy_wait import gpu_busy_wait
+    from pytest_hpml.measure.memory import is_out_of_memory
     from pytest_hpml.measure.timing import Timing, TimingConfig
-    from pytest_hpml.recorder import OutOfMemory, Recorder, is_out_of_memory
+    from pytest_hpml.recorder import OutOfMemory, Recorder
     from pytest_hpml.results import Metric, Record, Verdict
     from pytest_hpml.selection import precisions
 
@@ -35,7 +36,7 @@ _EXPORTS = {
     "precisions": "pytest_hpml.selection",
     "read_results": "pytest_hpml.compare.results_files",
     "Verdict": "pytest_hpml.results",
-    "is_out_of_memory": "pytest_hpml.recorder",
+    "is_out_of_memory": "pytest_hpml.measure.memory",
 }
 __all__ = [
     "Hpml",

@@ -10,7 +10,6 @@ stay fast. torch is imported by the methods that need it.
 from __future__ import annotations
 
 import contextlib
-import gc
 import time as clock_time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_hpml.measure.clocks import ClockKind, clock_for
+from pytest_hpml.measure.memory import free_device_memory, is_out_of_memory
 from pytest_hpml.measure.stats import summarize
 from pytest_hpml.measure.timing import (
     Timing,
@@ -144,9 +144,10 @@ class Recorder:
         compile-time resource, a yes/no finding): a comparison judges any change beyond its
         tolerance (0 unless given) as a change, with no noise model and no confirmation run.
 
-        With `timing=`, the metric is derived from that timing (a bandwidth, a throughput) and
-        is judged with its evidence: per-sample values scale with the time (lower is better)
-        or with its inverse (higher is better), and its verdict follows the timing's.
+        With `timing=`, the metric is derived from that timing (a bandwidth, a throughput, a
+        speedup over a reference: a reference's drift is its own verdict) and is judged with
+        its evidence: per-sample values scale with the time (lower is better) or with its
+        inverse (higher is better), and its verdict follows the timing's.
         """
         __tracebackhide__ = True  # a metric it refuses is the test's mistake, not the plugin's
         check_name(name)  # before anything else is said about a metric without a name
@@ -312,7 +313,7 @@ class Recorder:
         if found.happened:
             # Outside the except block: the traceback no longer holds the block's frames, so
             # their tensors can be freed before the next batch size runs.
-            _free_device_memory()
+            free_device_memory()
             self.param(status="out of memory")
             self.expect_missing("*")
         self.record("fits_in_memory", 0.0 if found.happened else 1.0, better="higher",
@@ -366,32 +367,3 @@ def _scaled_samples(value: float, timing: Timing, better: Better) -> list[float]
     if better == "lower":
         return [value * t / median for t in timing.samples] if median > 0 else []
     return [value * median / t for t in timing.samples if t > 0]
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether an exception is an allocator's out-of-memory error: torch's (CUDA), Python's
-    MemoryError, or a failed CPU allocation (a RuntimeError in the allocator's words)."""
-    if isinstance(exc, MemoryError):
-        return True
-    try:
-        import torch
-
-        if isinstance(exc, torch.OutOfMemoryError):
-            return True
-    except (ImportError, AttributeError):
-        pass
-    # CPU allocations that fail surface as RuntimeError with the allocator's words.
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and ("out of memory" in text.lower()
-                                              or "DefaultCPUAllocator: can't allocate" in text)
-
-
-def _free_device_memory() -> None:
-    gc.collect()
-    try:
-        import torch
-
-        if torch.cuda.is_initialized():  # pragma: no cover - GPU only
-            torch.cuda.empty_cache()
-    except ImportError:
-        pass

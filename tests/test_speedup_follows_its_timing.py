@@ -1,0 +1,59 @@
+"""A speedup over a reference timed beside it (`record(..., timing=)`) is judged as the timed
+code is: the reference's own change is the reference's verdict, never the code's regression.
+Seen on an H200's host: the vector-add lab's C++ loop ran 35 % faster in a compare than in the
+save a minute before, and `speedup_kernel = cpp / kernel` (recorded without timing=) failed
+the compare of unchanged GPU code as "regressed"."""
+
+from __future__ import annotations
+
+import pytest
+from hpml_testing import FAST, run_with_json, verdicts_of
+
+# The reference is a sleep twice as long in the save as in the compare (a file says which):
+# the code under test, a sleep of its own, does not change. Sleeps: load moves them little.
+SUITE = """
+    import time
+    from pathlib import Path
+
+    FASTER_REFERENCE = Path(__file__).with_name("faster.txt").exists()
+
+
+    def test_speedup(hpml):
+        reference = hpml.time(time.sleep, 0.004 if FASTER_REFERENCE else 0.008,
+                              name="reference_time")
+        code = hpml.time(time.sleep, 0.002, name="time")
+        hpml.record("speedup", reference.median / code.median, better="higher",
+                    {timing})
+"""
+
+
+def _save_then_compare(pytester: pytest.Pytester, timing: str) -> dict:
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_suite=SUITE.format(timing=timing))
+    baselines = pytester.path / "baselines"
+    fast = [a for a in FAST if not a.startswith("--hpml-baseline-processes")]
+    pytester.runpytest(*fast, "--hpml-save-baseline", "--hpml-baseline-processes=3",
+                       "--hpml-save-budget=all",
+                       f"--hpml-baselines={baselines}").assert_outcomes(passed=1)
+    (pytester.path / "faster.txt").write_text("")
+    result, document = run_with_json(pytester, "--hpml-compare",
+                                     f"--hpml-baselines={baselines}")
+    verdicts = next(iter(verdicts_of(document).values()))
+    return {"result": result, **{k: v["outcome"] for k, v in verdicts.items()},
+            "basis": verdicts["speedup"].get("basis", "")}
+
+
+def test_a_speedup_follows_the_timed_codes_verdict(pytester: pytest.Pytester) -> None:
+    seen = _save_then_compare(pytester, "timing=code")
+    assert seen["reference_time"] == "improved"  # the reference's change is its own
+    assert seen["speedup"] == seen["time"] == "unchanged", seen
+    assert seen["basis"].startswith("follows time: ")
+    seen["result"].assert_outcomes(passed=1)
+
+
+def test_a_speedup_judged_on_its_own_takes_the_references_change(
+        pytester: pytest.Pytester) -> None:
+    # What the labs did before: the halved reference reads as the code's regression.
+    seen = _save_then_compare(pytester, "")
+    assert seen["speedup"] == "regressed" and seen["time"] == "unchanged", seen
+    seen["result"].assert_outcomes(failed=1)
