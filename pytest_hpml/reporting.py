@@ -219,8 +219,7 @@ def _summary(tr: pytest.TerminalReporter, config: pytest.Config, records: list) 
             tr.write_line(f"hpml: {line}")
         return
     sort = getattr(config.option, "benchmark_sort", None)  # pytest-benchmark's, read here too
-    table = summary.summary_table(records, sort if sort in summary.SORT_KEYS else None)
-    if table is not None:
+    for table in summary.summary_tables(records, sort if sort in summary.SORT_KEYS else None):
         tr.write_sep("-", table.title)
         tr.write(tables.render([replace(table, title="")]).lstrip("\n"))
 

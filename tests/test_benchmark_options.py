@@ -156,10 +156,16 @@ def test_every_run_that_timed_something_ends_with_a_summary_table(
     result.assert_outcomes(passed=4)
     output = result.stdout.str()
     assert "hpml summary" in output
-    result.stdout.re_match_lines([r"test +median ± IQR +min +max +samples",
-                                  r"test_sums.py::test_sorted +\S+ ± \S+ [nu]s .*",
+    # Split as pytest-benchmark splits its table: one per group, the ungrouped in their own;
+    # rows by name within each, as --benchmark-sort=name asks.
+    result.stdout.re_match_lines([r"-+ hpml summary: benchmark 'sums' -+",
+                                  r"test +median ± IQR +min +max +samples",
                                   r"test_sums.py::test_sum\[100\] .*",
-                                  r"test_sums.py::test_sum\[10\] .*"])  # by name, as there
+                                  r"test_sums.py::test_sum\[10\] .*",
+                                  r"-+ hpml summary -+",
+                                  r"test_sums.py::test_sorted +\S+ ± \S+ [nu]s .*",
+                                  r" +--hpml-report: every metric, .*"])
+    assert output.count("--hpml-no-timings-table: no summary") == 1  # under the last only
     quiet = pytester.runpytest(*FAST, "-q")
     quiet.stdout.fnmatch_lines(["hpml: 3 timing(s) of 3 test(s); the table: run without -q, "
                                 "or --hpml-report"])

@@ -12,6 +12,7 @@ trial, and which goes first alternates between trials, so both see the same mach
     python tools/verdict_benchmark.py --trials 10 --before 2a74992   # + the plugin at a commit
     python tools/verdict_benchmark.py --trials 10 --workload slow-tail  # a tenth of calls 10x
     python tools/verdict_benchmark.py --suite --minutes 20            # a suite over a day
+    python tools/verdict_benchmark.py --user-suite --unchanged 20     # a pytest-benchmark suite
 
 --suite runs the suite mode (tools/verdict_suite.py): twelve benchmarks, one save, unchanged
 runs and 25 % slowdowns spread over --minutes, with the base-ref mode beside the stored
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import verdict_suite  # tools/ is on sys.path when this file runs
+import verdict_user_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 CONDITIONS = [("A/A", 1.0), ("A/A", 1.0), ("+20 % work", 1.2), ("+50 % work", 1.5)]
@@ -218,12 +220,25 @@ def main() -> None:
     suite.add_argument("--benchmarks", nargs="+", choices=list(verdict_suite.BENCHMARKS),
                        default=list(verdict_suite.BENCHMARKS), metavar="NAME",
                        help="a part of the suite (a smoke run)")
+    user = parser.add_argument_group("user-suite mode")
+    user.add_argument("--user-suite", action="store_true",
+                      help="a project's suite written for pytest-benchmark, run unchanged "
+                           "(tools/benchmark_user_suite, verdict_user_suite.py)")
+    user.add_argument("--saves", type=int, default=3,
+                      help="saves, each beside a plain run (their cost), that make the history "
+                           "the unchanged compares judge against (3)")
     args = parser.parse_args()
     try:
         import pytest_benchmark  # noqa: F401
     except ImportError:
         raise SystemExit("pytest-benchmark is not installed: pip install pytest-benchmark") \
             from None
+    if args.user_suite:
+        out = args.out if args.out != parser.get_default("out") else ROOT / "hpml-out" / "user"
+        found = verdict_user_suite.run_user_suite(out, args.saves, args.unchanged)
+        print()
+        print(verdict_user_suite.user_suite_table(found))
+        return
     if args.suite:
         out = args.out if args.out != parser.get_default("out") else ROOT / "hpml-out" / "suite"
         shutil.rmtree(out, ignore_errors=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 
 from pytest_hpml.report.tables import Table, in_report_order
 from pytest_hpml.report.units import format_value
@@ -61,6 +62,25 @@ def summary_table(records: list[Record], sort: str | None = None) -> Table | Non
     return Table(TITLE, ["test", "median ± IQR", "min", "max", "samples"], rows,
                  ["--hpml-report: every metric, one table per experiment; "
                   "--hpml-no-timings-table: no summary"])
+
+
+def summary_tables(records: list[Record], sort: str | None = None) -> list[Table]:
+    """The summary split as pytest-benchmark splits its table: one table per group of
+    `benchmark` rows (their experiment, "benchmark 'GROUP'", follows --benchmark-group-by),
+    one for every other timing; the notes under the last table only."""
+    parts: dict[str, list[Record]] = {}
+    for record in in_report_order(records):
+        group = record.experiment if record.experiment.startswith("benchmark ") else ""
+        parts.setdefault(group, []).append(record)
+    tables = []
+    for group, part in parts.items():
+        table = summary_table(part, sort)
+        if table is not None:
+            tables.append(replace(table, title=f"{TITLE}: {group}" if group else TITLE,
+                                  notes=[]))
+    if tables:
+        tables[-1].notes = summary_table(records, sort).notes  # type: ignore[union-attr]
+    return tables
 
 
 def summary_line(records: list[Record]) -> str | None:
