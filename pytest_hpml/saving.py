@@ -22,7 +22,7 @@ from pytest_hpml import policy, rerun
 from pytest_hpml.compare import baselines, engine, history, save_plan
 from pytest_hpml.machine import forkserver
 from pytest_hpml.machine.fingerprint import fingerprint
-from pytest_hpml.machine.revision import current_commit
+from pytest_hpml.machine.revision import current_commit, tree_is_clean
 from pytest_hpml.policy import positive
 from pytest_hpml.report.files import Output
 from pytest_hpml.results import Record
@@ -137,17 +137,26 @@ class Save:
         if not self.reset:
             self._judge_levels(passed)
         pruned = self.stored.pruned
+        path = self.stored.path
         merge = history.MergePolicy(
             keep=self.keep, reset=self.reset, prune=pruned,
-            commit=current_commit(self.config.rootpath))  # dated by the store, under its lock
-        path = self.stored.path
+            commit=current_commit(self.config.rootpath),  # dated by the store, under its lock
+            clean=tree_is_clean(self.config.rootpath, leave_out=path.parent))
         saved = baselines.save(path, fingerprint(), self.stored.profile, passed, merge)
-        self.run.new_levels += saved.levels
-        if saved.levels:
+        kept = [line for line in saved.levels if line.endswith(history.KEPT)]
+        levels = [line for line in saved.levels if line not in kept]
+        self.run.new_levels += levels
+        if levels:
             self.run.say_once(
-                f"--hpml-save-baseline: {len(saved.levels)} metric(s) changed beyond what this "
+                f"--hpml-save-baseline: {len(levels)} metric(s) changed beyond what this "
                 "machine can detect; their history starts at the new level (the previous one "
-                "is kept in the file as accepted): " + some(saved.levels))
+                "is kept in the file as accepted): " + some(levels))
+        if kept:
+            self.run.say_once(
+                f"--hpml-save-baseline: {len(kept)} metric(s) moved beyond what this machine "
+                "can detect at the commit the last save measured; the code did not change, so "
+                "no new level: the history keeps both (drift or a benchmark's modes): "
+                + some(kept))
         if pruned:
             self.run.say_once(f"--hpml-save-baseline: dropped {len(pruned)} row(s) of "
                               "tests that are gone (--hpml-prune-baseline)")

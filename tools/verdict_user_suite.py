@@ -5,7 +5,8 @@ one bimodal benchmark), run unchanged
 
 - under pytest-hpml (`-p no:benchmark`): a plain run must pass and print its table; saves are
   timed against plain runs, taking turns (the cost of a save on every push to main);
-- then compared unchanged, again and again, against the history those saves made, taking
+- then compared unchanged, again and again, against the history those saves made (all of one
+  commit, as a project's saves of one commit are: a move between them is no new level), taking
   turns with pytest-benchmark (`-p no:hpml`, `--benchmark-compare-fail=median:10%` against its
   one save): every failure is a false alarm.
 
@@ -60,8 +61,14 @@ def pytest_run(folder: Path, args: list[str], quiet: bool = True) -> Run:
 
 
 def copy_suite(folder: Path) -> Path:
+    """A copy of the suite, committed to a git repository of its own as a project's is (its
+    saves then know the commit they measured)."""
     shutil.rmtree(folder, ignore_errors=True)
     shutil.copytree(SUITE, folder, ignore=shutil.ignore_patterns("__pycache__", ".benchmarks"))
+    (folder / ".gitignore").write_text("__pycache__/\n")
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the suite"]):
+        subprocess.run(["git", "-c", "user.name=verdict", "-c", "user.email=verdict@localhost",
+                        *args], cwd=folder, check=True, capture_output=True)
     return folder
 
 

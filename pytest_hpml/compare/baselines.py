@@ -262,7 +262,9 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
         # This save's entry in the saves table, under an id no save in the file holds.
         table = dict(existing.saves) if existing else {}
         when = policy.when or provenance.utc_now()
-        policy = replace(policy, when=when, save_id=provenance.new_save_id(when, table))
+        policy = replace(policy, when=when, save_id=provenance.new_save_id(when, table),
+                         commits={k: v.get("commit") for k, v in table.items()
+                                  if isinstance(v, dict)})
         table[policy.save_id] = provenance.entry(when, policy.commit)
         try:
             merged, skipped, levels = extend(existing.records if existing else {}, records,

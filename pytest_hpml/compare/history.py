@@ -8,7 +8,8 @@ the notch of its median), not every sample."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_hpml.compare.stored import Stored
@@ -23,6 +24,8 @@ DEFAULT_KEEP = 30
 #: level; the verdicts come from the comparison engine, with the rule that a figure derived
 #: from a timing follows its timing, so a time and its bandwidth start a new level together.
 LEVEL_CHANGES = ("regressed", "improved")
+#: How a change seen at the commit of the save before ends its line: no new level.
+KEPT = ": not a change of the code, kept in the history"
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,19 @@ class MergePolicy:
     # Where the values came from when another tool measured them (a pytest-benchmark run,
     # compare/seed.py): said by every verdict that rests on them, replaced by the next save.
     seeded_from: str | None = None
+    # Whether `commit` names the code measured (a clean working tree), and the commit of each
+    # save in the file (save id -> commit): a change seen at the commit of the save before it
+    # is not the code's, and starts no new level.
+    clean: bool = False
+    commits: Mapping[str, str | None] = field(default_factory=dict)
+
+
+def _same_code(old: Stored, policy: MergePolicy) -> bool:
+    """Whether this save measured the code that the stored level's latest save measured: the
+    same commit, from a clean tree."""
+    last = (old.history_save_ids or [None])[-1]
+    return bool(policy.clean and policy.commit and last
+                and policy.commits.get(last) == policy.commit)
 
 
 def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
@@ -66,10 +82,17 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
     if old is not None and verdict is not None and verdict.outcome in LEVEL_CHANGES:
         after = values.value
         before = verdict.baseline if verdict.baseline is not None else old.reference
-        accepted.append({"on": policy.when, "before": before, "after": after,
-                         **({"save": policy.save_id} if policy.save_id else {})})
         said = f"{format_change(before, after, new.unit)} ({verdict.outcome})"
-        old = None  # the history starts at the new level
+        if _same_code(old, policy):
+            # The code did not change, the level did: the machine's drift or the benchmark's
+            # modes (json.dumps at 0.8 ms in one process, 1.6 ms in the next). Kept in the
+            # history, where the next comparison weighs it as the noise it is; a new level
+            # would drop the other mode and fail the next process that lands in it.
+            said += f" at the commit of the save before ({str(policy.commit)[:12]}){KEPT}"
+        else:
+            accepted.append({"on": policy.when, "before": before, "after": after,
+                             **({"save": policy.save_id} if policy.save_id else {})})
+            old = None  # the history starts at the new level
     # Every process of this run is one run of history: the spread between them is the noise
     # the next comparison weighs a change against; this save is one occasion of the history.
     added = [v for v in values.values if math.isfinite(v)]

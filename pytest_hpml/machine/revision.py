@@ -65,6 +65,25 @@ def from_git(rootdir: Path, run: Run = subprocess.run) -> str | None:
     return full_sha(out.stdout) if out.returncode == 0 else None
 
 
+def tree_is_clean(rootdir: Path, leave_out: Path | None = None,
+                  run: Run = subprocess.run) -> bool:
+    """Whether the tracked files of the git repository holding `rootdir` are as HEAD has them
+    (untracked files, and `leave_out`, the baselines folder a save writes, aside): only then
+    does HEAD name the code a run measured. False outside a repository or without git."""
+    git = shutil.which("git")
+    if git is None:
+        return False
+    pathspec = ["--", "."]
+    if leave_out is not None:
+        pathspec.append(f":(exclude){Path(leave_out).resolve()}")
+    try:
+        out = run([git, "-C", str(rootdir), "status", "--porcelain", "--untracked-files=no",
+                   *pathspec], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and not out.stdout.strip()
+
+
 def current_commit(rootdir: Path, environ: Mapping[str, str] | None = None,
                    run: Run = subprocess.run) -> str | None:
     """The commit this run measured: the CI's variable, else git's HEAD at `rootdir`, else
