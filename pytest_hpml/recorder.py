@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time as clock_time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -161,6 +162,14 @@ class Recorder:
                                  "better='lower' (proportional to time) or 'higher' (a rate)")
             samples = _scaled_samples(value, timing, better)
             derived_from = timing.recorded_as
+        elif better is not None and not exact:
+            pair = _ratio_of_times(value, self._record.metrics)
+            if pair:
+                said = (f"{name} = {pair[0]} / {pair[1]}, judged on its own: a drift of either "
+                        "time would read as a change of the code; give timing= the Timing of "
+                        "the code under test, and the ratio follows its verdict")
+                self._record.warnings.append(said)  # in the report, beside the row
+                warnings.warn(RatioOfTimesWarning(said), stacklevel=2)  # pytest's summary
         metric = Metric(name=name, value=value, unit=unit, better=better, tolerance=tolerance,
                         samples=samples, note=note, derived_from=derived_from, exact=exact,
                         yardstick=timing.yardstick if timing is not None else None)
@@ -358,6 +367,18 @@ class Recorder:
                                 samples=list(values))
             for error in sampler.errors:
                 self._record.warnings.append(f"utilization: {error}")
+
+
+class RatioOfTimesWarning(UserWarning):
+    """A figure recorded as the ratio of two times of its row without timing=."""
+
+
+def _ratio_of_times(value: float, metrics: list[Metric]) -> tuple[str, str] | None:
+    """The two times of the row whose ratio `value` is to the last digit (a speedup computed
+    from their medians), or None."""
+    times = [m for m in metrics if m.unit == "s" and m.kind == "measured" and m.value > 0]
+    return next(((a.name, b.name) for a in times for b in times
+                 if a is not b and value == a.value / b.value), None)
 
 
 def _scaled_samples(value: float, timing: Timing, better: Better) -> list[float]:

@@ -57,3 +57,18 @@ def test_a_speedup_judged_on_its_own_takes_the_references_change(
     seen = _save_then_compare(pytester, "")
     assert seen["speedup"] == "regressed" and seen["time"] == "unchanged", seen
     seen["result"].assert_outcomes(failed=1)
+
+
+@pytest.mark.parametrize("timing", ["", "timing=code"])
+def test_a_ratio_of_two_times_judged_on_its_own_is_named(pytester: pytest.Pytester,
+                                                          timing: str) -> None:
+    # What the vector-add lab did: the run says which two times the ratio is, and what to do.
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_suite=SUITE.format(timing=timing))
+    result = pytester.runpytest(*FAST)
+    result.assert_outcomes(passed=1)
+    warned = "speedup = reference_time / time, judged on its own" in result.stdout.str()
+    assert warned is (not timing), result.stdout.str()
+    if not timing:  # in pytest's warnings summary, at the test's line
+        result.stdout.fnmatch_lines(["*warnings summary*", "test_suite.py::test_speedup",
+                                     "*RatioOfTimesWarning: speedup = reference_time / time*"])
