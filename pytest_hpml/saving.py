@@ -154,9 +154,9 @@ class Save:
         if kept:
             self.run.say_once(
                 f"--hpml-save-baseline: {len(kept)} metric(s) moved beyond what this machine "
-                "can detect at the commit the last save measured; the code did not change, so "
-                "no new level: the history keeps both (drift or a benchmark's modes): "
-                + some(kept))
+                "can detect without starting a new level (at the commit the last save "
+                "measured, or back at the level before their last accepted change): the "
+                "history keeps both, as drift or a benchmark's modes: " + some(kept))
         if pruned:
             self.run.say_once(f"--hpml-save-baseline: dropped {len(pruned)} row(s) of "
                               "tests that are gone (--hpml-prune-baseline)")

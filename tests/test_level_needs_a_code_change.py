@@ -1,9 +1,11 @@
 """A save starts a new level only where the code may have changed: at the commit the save before
 it measured, from a clean tree, a move beyond the noise is the machine's drift or the
-benchmark's modes, and the history keeps both. Seen in tools/verdict_benchmark.py
---user-suite: json.dumps ran at 0.79 ms in some processes and 1.56 ms in others; the third save
-of unchanged code landed fast, "accepted" 1.67 -> 0.79 ms as a new level, dropped the slow
-mode, and 6 of 20 unchanged compares then failed on it, confirmed in 3 processes."""
+benchmark's modes, and the history keeps both; so does a move back to the level the metric
+held before its last accepted change (saves of different commits that land in either mode).
+Seen in tools/verdict_benchmark.py --user-suite: json.dumps ran at 0.79 ms in some processes
+and 1.56 ms in others; the third save of unchanged code landed fast, "accepted" 1.67 -> 0.79 ms
+as a new level, dropped the slow mode, and 6 of 20 unchanged compares then failed on it,
+confirmed in 3 processes."""
 
 from __future__ import annotations
 
@@ -61,8 +63,9 @@ def test_a_move_at_the_same_commit_is_kept_in_the_history(repo: pytest.Pytester)
     _save(repo)
     (repo.path / "slow-mode").touch()
     second = _save(repo)
-    second.stdout.fnmatch_lines(["*1 metric(s) moved beyond what this machine can detect at "
-                                 "the commit the last save measured; the code did not change*"])
+    second.stdout.fnmatch_lines(["*1 metric(s) moved beyond what this machine can detect "
+                                 "without starting a new level*at the commit of the save "
+                                 "before (*); kept in the history, no new level"])
     stored = _stored(repo)
     assert "accepted" not in stored and len(stored["history"]) == 4, stored  # both modes
     # The next process in the slow mode is no regression: the history has seen it.
@@ -89,3 +92,27 @@ def test_a_move_in_a_dirty_tree_starts_a_new_level(repo: pytest.Pytester) -> Non
         (repo.path / "test_nap.py").read_text().replace("0.002", "0.006"))
     _save(repo)
     assert len(_stored(repo)["accepted"]) == 1
+
+
+def test_a_move_back_to_the_level_before_the_last_accepted_change_is_a_mode(
+        pytester: pytest.Pytester) -> None:
+    # No git here (the commit is unknown): saves of "different code" landing in either mode.
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_nap=SUITE)
+    _save(pytester)  # fast
+    (pytester.path / "slow-mode").touch()
+    _save(pytester).stdout.fnmatch_lines(["*their history starts at the new level*"])
+    (pytester.path / "slow-mode").unlink()
+    back = _save(pytester)  # fast again: the level before the accepted change
+    back.stdout.fnmatch_lines(["*without starting a new level*back at the level it held "
+                               "before the change accepted on *: a mode it returns to; kept "
+                               "in the history, no new level"])
+    stored = _stored(pytester)
+    assert len(stored["accepted"]) == 1 and len(stored["history"]) == 4, stored
+    # Either mode now passes: the history holds both.
+    for mode in ("slow", "fast"):
+        if mode == "slow":
+            (pytester.path / "slow-mode").touch()
+        else:
+            (pytester.path / "slow-mode").unlink()
+        pytester.runpytest(*FAST, "--hpml-compare").assert_outcomes(passed=1)

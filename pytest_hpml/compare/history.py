@@ -24,8 +24,9 @@ DEFAULT_KEEP = 30
 #: level; the verdicts come from the comparison engine, with the rule that a figure derived
 #: from a timing follows its timing, so a time and its bandwidth start a new level together.
 LEVEL_CHANGES = ("regressed", "improved")
-#: How a change seen at the commit of the save before ends its line: no new level.
-KEPT = ": not a change of the code, kept in the history"
+#: How the line of a move that starts no new level ends (the same code, or a return to the
+#: level before the last accepted change): the history keeps both levels.
+KEPT = "; kept in the history, no new level"
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,15 @@ class MergePolicy:
     # is not the code's, and starts no new level.
     clean: bool = False
     commits: Mapping[str, str | None] = field(default_factory=dict)
+
+
+def _earlier_level(old: Stored, value: float, detectable: float | None) -> dict | None:
+    """The last accepted change when `value` is back at the level before it, within the
+    change this machine can detect; else None."""
+    last = (old.accepted or [None])[-1]
+    if not last or not detectable or not (value > 0 and last.get("before", 0) > 0):
+        return None
+    return last if abs(math.log(value / last["before"])) <= math.log1p(detectable) else None
 
 
 def _same_code(old: Stored, policy: MergePolicy) -> bool:
@@ -83,12 +93,19 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
         after = values.value
         before = verdict.baseline if verdict.baseline is not None else old.reference
         said = f"{format_change(before, after, new.unit)} ({verdict.outcome})"
+        earlier = _earlier_level(old, after, verdict.mdc)
         if _same_code(old, policy):
             # The code did not change, the level did: the machine's drift or the benchmark's
             # modes (json.dumps at 0.8 ms in one process, 1.6 ms in the next). Kept in the
             # history, where the next comparison weighs it as the noise it is; a new level
             # would drop the other mode and fail the next process that lands in it.
             said += f" at the commit of the save before ({str(policy.commit)[:12]}){KEPT}"
+        elif earlier is not None:
+            # Back where the metric was before its last accepted change: a mode the benchmark
+            # returns to (saves of different commits, each landing in one mode, would flip the
+            # level at every save), or a revert, which its pull request's comparison judged.
+            said += (f", back at the level it held before the change accepted on "
+                     f"{str(earlier.get('on', '?'))[:10]}: a mode it returns to{KEPT}")
         else:
             accepted.append({"on": policy.when, "before": before, "after": after,
                              **({"save": policy.save_id} if policy.save_id else {})})
