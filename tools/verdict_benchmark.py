@@ -227,6 +227,9 @@ def main() -> None:
     user.add_argument("--saves", type=int, default=3,
                       help="saves, each beside a plain run (their cost), that make the history "
                            "the unchanged compares judge against (3)")
+    user.add_argument("--commit-each-save", action="store_true",
+                      help="an empty commit before each save after the first (saves of "
+                           "different commits, as on every push to main)")
     args = parser.parse_args()
     try:
         import pytest_benchmark  # noqa: F401
@@ -235,7 +238,8 @@ def main() -> None:
             from None
     if args.user_suite:
         out = args.out if args.out != parser.get_default("out") else ROOT / "hpml-out" / "user"
-        found = verdict_user_suite.run_user_suite(out, args.saves, args.unchanged)
+        found = verdict_user_suite.run_user_suite(out, args.saves, args.unchanged,
+                                                  commit_each_save=args.commit_each_save)
         print()
         print(verdict_user_suite.user_suite_table(found))
         return

@@ -60,6 +60,11 @@ def pytest_run(folder: Path, args: list[str], quiet: bool = True) -> Run:
     return Run(done.returncode, time.perf_counter() - start, done.stdout + done.stderr)
 
 
+def _git(folder: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=verdict", "-c", "user.email=verdict@localhost",
+                    *args], cwd=folder, check=True, capture_output=True)
+
+
 def copy_suite(folder: Path) -> Path:
     """A copy of the suite, committed to a git repository of its own as a project's is (its
     saves then know the commit they measured)."""
@@ -67,8 +72,7 @@ def copy_suite(folder: Path) -> Path:
     shutil.copytree(SUITE, folder, ignore=shutil.ignore_patterns("__pycache__", ".benchmarks"))
     (folder / ".gitignore").write_text("__pycache__/\n")
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the suite"]):
-        subprocess.run(["git", "-c", "user.name=verdict", "-c", "user.email=verdict@localhost",
-                        *args], cwd=folder, check=True, capture_output=True)
+        _git(folder, *args)
     return folder
 
 
@@ -84,7 +88,10 @@ def _must_pass(what: str, run: Run) -> None:
         raise SystemExit(f"{what} failed (exit {run.code}):\n{run.output[-3000:]}")
 
 
-def run_user_suite(out: Path, saves: int, unchanged: int, log=print) -> Found:
+def run_user_suite(out: Path, saves: int, unchanged: int, log=print,
+                   commit_each_save: bool = False) -> Found:
+    """`commit_each_save`: an empty commit before each save after the first, as a team saves
+    once per push to main (each save measures another commit of the same code)."""
     hpml_dir, bench_dir = copy_suite(out / "hpml"), copy_suite(out / "benchmark")
     history = out / "hpml-baselines"
     shutil.rmtree(history, ignore_errors=True)
@@ -92,6 +99,8 @@ def run_user_suite(out: Path, saves: int, unchanged: int, log=print) -> Found:
     hpml = ["-p", "no:benchmark"]
     # Plain runs and saves take turns, so both see the same machine.
     for i in range(saves):
+        if commit_each_save and i:
+            _git(hpml_dir, "commit", "-q", "--allow-empty", "-m", f"push {i + 1}")
         plain = pytest_run(hpml_dir, hpml, quiet=False)  # as a user runs it: the table shows
         _must_pass("a plain run under pytest-hpml", plain)
         found.table_printed |= TABLE_TITLE in plain.output
