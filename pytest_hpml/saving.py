@@ -143,20 +143,18 @@ class Save:
             commit=current_commit(self.config.rootpath),  # dated by the store, under its lock
             clean=tree_is_clean(self.config.rootpath, leave_out=path.parent))
         saved = baselines.save(path, fingerprint(), self.stored.profile, passed, merge)
-        kept = [line for line in saved.levels if line.endswith(history.KEPT)]
-        levels = [line for line in saved.levels if line not in kept]
-        self.run.new_levels += levels
-        if levels:
+        self.run.new_levels += saved.levels
+        if saved.levels:
             self.run.say_once(
-                f"--hpml-save-baseline: {len(levels)} metric(s) changed beyond what this "
+                f"--hpml-save-baseline: {len(saved.levels)} metric(s) changed beyond what this "
                 "machine can detect; their history starts at the new level (the previous one "
-                "is kept in the file as accepted): " + some(levels))
-        if kept:
+                "is kept in the file as accepted): " + some(saved.levels))
+        if saved.kept:
             self.run.say_once(
-                f"--hpml-save-baseline: {len(kept)} metric(s) moved beyond what this machine "
-                "can detect without starting a new level (at the commit the last save "
+                f"--hpml-save-baseline: {len(saved.kept)} metric(s) moved beyond what this "
+                "machine can detect without starting a new level (at the commit the last save "
                 "measured, or back at the level before their last accepted change): the "
-                "history keeps both, as drift or a benchmark's modes: " + some(kept))
+                "history keeps both, as drift or a benchmark's modes: " + some(saved.kept))
         if pruned:
             self.run.say_once(f"--hpml-save-baseline: dropped {len(pruned)} row(s) of "
                               "tests that are gone (--hpml-prune-baseline)")

@@ -32,6 +32,14 @@ FAST = ("--hpml-max-time=0.05", "--hpml-profile=quick", "-p", "no:cacheprovider"
         "--hpml-baseline-processes=1")
 
 
+def save_in_processes(processes: int) -> tuple[str, ...]:
+    """FAST's options for a save that measures every test in `processes` processes (its budget
+    lifted): tests of what a history of several processes decides."""
+    return (*(a for a in FAST if not a.startswith("--hpml-baseline-processes")),
+            "--hpml-save-baseline", f"--hpml-baseline-processes={processes}",
+            "--hpml-save-budget=all")
+
+
 #: A machine that is not this one, for baseline files written by tests.
 HERE = {"gpu": None, "gpu_count": 0, "cpu": "Test CPU 9000", "cpu_cores": 4, "torch": "2.9.0"}
 ROOT = Path(__file__).resolve().parents[1]

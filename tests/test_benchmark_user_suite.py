@@ -48,7 +48,8 @@ def test_it_is_a_pytest_benchmark_suite(suite: Path) -> None:
     assert f"{TESTS} passed" in done.stdout
 
 
-def test_the_failed_tests_of_either_tools_compare() -> None:
+def test_the_failed_tests_of_either_tools_compare(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))  # as when a tool of tools/ runs
     spec = importlib.util.spec_from_file_location("verdict_user_suite",
                                                   ROOT / "tools" / "verdict_user_suite.py")
     tool = importlib.util.module_from_spec(spec)

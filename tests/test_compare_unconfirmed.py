@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from hpml_testing import FAST
+from hpml_testing import FAST, save_in_processes
 
 from pytest_hpml import cli
 
@@ -61,9 +61,7 @@ def test_a_regression_the_evidence_confirms_still_fails(pytester: pytest.Pyteste
     pytester.makeini("[pytest]\naddopts = -p no:benchmark\n")
     pytester.makepyfile(test_naps=SUITE)
     baselines = pytester.path / "baselines"
-    fast = [a for a in FAST if not a.startswith("--hpml-baseline-processes")]
-    pytester.runpytest(*fast, "--hpml-save-baseline", "--hpml-baseline-processes=3",
-                       "--hpml-save-budget=all",
+    pytester.runpytest(*save_in_processes(3),
                        f"--hpml-baselines={baselines}").assert_outcomes(passed=1)
     (pytester.path / "slowdown.txt").write_text("10")
     pytester.runpytest(*FAST, "--hpml-report=new.json").assert_outcomes(passed=1)

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hpml_testing import FAST
+from hpml_testing import FAST, save_in_processes
 
 # The "mode" is a file the code reads, untracked (git status leaves untracked files aside, as
 # a process's hash seed or memory layout is nobody's commit): 2 ms without it, 6 ms with it.
@@ -47,9 +47,7 @@ def repo(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def _save(pytester: pytest.Pytester) -> pytest.RunResult:
-    fast = [a for a in FAST if not a.startswith("--hpml-baseline-processes")]
-    result = pytester.runpytest(*fast, "--hpml-save-baseline", "--hpml-baseline-processes=2",
-                                "--hpml-save-budget=all")
+    result = pytester.runpytest(*save_in_processes(2))
     result.assert_outcomes(passed=1)
     return result
 

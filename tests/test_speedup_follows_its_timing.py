@@ -7,7 +7,7 @@ the compare of unchanged GPU code as "regressed"."""
 from __future__ import annotations
 
 import pytest
-from hpml_testing import FAST, run_with_json, verdicts_of
+from hpml_testing import FAST, run_with_json, save_in_processes, verdicts_of
 
 # The reference is a sleep twice as long in the save as in the compare (a file says which):
 # the code under test, a sleep of its own, does not change. Sleeps: load moves them little.
@@ -31,9 +31,7 @@ def _save_then_compare(pytester: pytest.Pytester, timing: str) -> dict:
     pytester.makeini("[pytest]\n")
     pytester.makepyfile(test_suite=SUITE.format(timing=timing))
     baselines = pytester.path / "baselines"
-    fast = [a for a in FAST if not a.startswith("--hpml-baseline-processes")]
-    pytester.runpytest(*fast, "--hpml-save-baseline", "--hpml-baseline-processes=3",
-                       "--hpml-save-budget=all",
+    pytester.runpytest(*save_in_processes(3),
                        f"--hpml-baselines={baselines}").assert_outcomes(passed=1)
     (pytester.path / "faster.txt").write_text("")
     result, document = run_with_json(pytester, "--hpml-compare",

@@ -152,7 +152,7 @@ class SuiteTool:
     seconds: list[float] = field(default_factory=list)  # of the unchanged runs
 
 
-def _git(folder: Path, *args: str) -> None:
+def git(folder: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.name=verdict-benchmark", "-c",
                     "user.email=verdict-benchmark@localhost", *args], cwd=folder, check=True,
                    capture_output=True)
@@ -166,9 +166,9 @@ def make_suite(folder: Path, names: list[str], test: str, repo: bool = False) ->
     (folder / "test_suite.py").write_text(test)
     if repo:  # the base commit --hpml-compare-ref measures: nothing slowed
         (folder / ".gitignore").write_text("run.json\n")
-        _git(folder, "init", "-q")
-        _git(folder, "add", "-A")
-        _git(folder, "commit", "-qm", "the suite at its base")
+        git(folder, "init", "-q")
+        git(folder, "add", "-A")
+        git(folder, "commit", "-qm", "the suite at its base")
     return folder
 
 

@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import verdict_suite  # tools/ is on sys.path when a tool of tools/ runs
+
 SUITE = Path(__file__).resolve().parent / "benchmark_user_suite"
 #: The title of the summary table pytest-hpml prints at the end of a run that timed something.
 TABLE_TITLE = "hpml summary"
@@ -60,11 +62,6 @@ def pytest_run(folder: Path, args: list[str], quiet: bool = True) -> Run:
     return Run(done.returncode, time.perf_counter() - start, done.stdout + done.stderr)
 
 
-def _git(folder: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=verdict", "-c", "user.email=verdict@localhost",
-                    *args], cwd=folder, check=True, capture_output=True)
-
-
 def copy_suite(folder: Path) -> Path:
     """A copy of the suite, committed to a git repository of its own as a project's is (its
     saves then know the commit they measured)."""
@@ -72,7 +69,7 @@ def copy_suite(folder: Path) -> Path:
     shutil.copytree(SUITE, folder, ignore=shutil.ignore_patterns("__pycache__", ".benchmarks"))
     (folder / ".gitignore").write_text("__pycache__/\n")
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the suite"]):
-        _git(folder, *args)
+        verdict_suite.git(folder, *args)
     return folder
 
 
@@ -100,7 +97,7 @@ def run_user_suite(out: Path, saves: int, unchanged: int, log=print,
     # Plain runs and saves take turns, so both see the same machine.
     for i in range(saves):
         if commit_each_save and i:
-            _git(hpml_dir, "commit", "-q", "--allow-empty", "-m", f"push {i + 1}")
+            verdict_suite.git(hpml_dir, "commit", "-q", "--allow-empty", "-m", f"push {i + 1}")
         plain = pytest_run(hpml_dir, hpml, quiet=False)  # as a user runs it: the table shows
         _must_pass("a plain run under pytest-hpml", plain)
         found.table_printed |= TABLE_TITLE in plain.output

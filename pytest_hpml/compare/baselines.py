@@ -65,6 +65,7 @@ class SaveResult:
     path: Path
     skipped: list[str] = field(default_factory=list)  # "record metric = nan" not stored
     levels: list[str] = field(default_factory=list)  # "record metric: before -> after"
+    kept: list[str] = field(default_factory=list)  # moves the history kept (no new level)
 
 
 def baseline_path(directory: Path, key: str, profile: str) -> Path:
@@ -267,13 +268,13 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
                                   if isinstance(v, dict)})
         table[policy.save_id] = provenance.entry(when, policy.commit)
         try:
-            merged, skipped, levels = extend(existing.records if existing else {}, records,
-                                            policy)
+            merged, skipped, levels, kept = extend(existing.records if existing else {},
+                                                   records, policy)
         except (TypeError, ValueError) as exc:
             raise BaselineError(f"the save to {path} was refused: the merged file would be "
                                 f"damaged ({exc}); the file was left untouched.") from None
         _write_checked(path, fingerprint, profile, table, merged, "the save to")
-    return SaveResult(path, skipped, levels)
+    return SaveResult(path, skipped, levels, kept)
 
 
 def _write_checked(path: Path, fingerprint: dict[str, Any], profile: str,

@@ -26,7 +26,7 @@ DEFAULT_KEEP = 30
 LEVEL_CHANGES = ("regressed", "improved")
 #: How the line of a move that starts no new level ends (the same code, or a return to the
 #: level before the last accepted change): the history keeps both levels.
-KEPT = "; kept in the history, no new level"
+_KEPT = "; kept in the history, no new level"
 
 
 @dataclass(frozen=True)
@@ -69,16 +69,18 @@ def _same_code(old: Stored, policy: MergePolicy) -> bool:
 
 
 def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
-                   old: Stored | None, policy: MergePolicy) -> tuple[Stored, str | None]:
+                   old: Stored | None, policy: MergePolicy
+                   ) -> tuple[Stored, str | None, bool]:
     """The stored form of a measured metric: its latest run with the history of its runs; the
     values of every process of this run join the history as one occasion. A run whose verdict
     (regressed or improved beyond what this machine can detect) says the metric moved starts
     its history at the new level, keeping the old level and when it changed: a history mixing
-    both levels would blind the check for later changes. Also returns, for a new level or a
-    restarted history, what happened in words."""
+    both levels would blind the check for later changes. Also returns, for a new level, a
+    restarted history or a move kept in the history, what happened in words, and whether the
+    history was kept through a move (no new level)."""
     if old is not None and old.seeded_from:
         old = None  # another tool's value, measured another way: pytest-hpml's runs replace it
-    said = None
+    said, kept = None, False
     if old is not None:
         factor = conversion(old.unit, new.unit)
         flipped = old.better and new.better and old.better != new.better
@@ -93,19 +95,20 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
         after = values.value
         before = verdict.baseline if verdict.baseline is not None else old.reference
         said = f"{format_change(before, after, new.unit)} ({verdict.outcome})"
-        earlier = _earlier_level(old, after, verdict.mdc)
         if _same_code(old, policy):
             # The code did not change, the level did: the machine's drift or the benchmark's
             # modes (json.dumps at 0.8 ms in one process, 1.6 ms in the next). Kept in the
             # history, where the next comparison weighs it as the noise it is; a new level
             # would drop the other mode and fail the next process that lands in it.
-            said += f" at the commit of the save before ({str(policy.commit)[:12]}){KEPT}"
-        elif earlier is not None:
+            said += f" at the commit of the save before ({str(policy.commit)[:12]}){_KEPT}"
+            kept = True
+        elif (earlier := _earlier_level(old, after, verdict.mdc)) is not None:
             # Back where the metric was before its last accepted change: a mode the benchmark
             # returns to (saves of different commits, each landing in one mode, would flip the
             # level at every save), or a revert, which its pull request's comparison judged.
             said += (f", back at the level it held before the change accepted on "
-                     f"{str(earlier.get('on', '?'))[:10]}: a mode it returns to{KEPT}")
+                     f"{str(earlier.get('on', '?'))[:10]}: a mode it returns to{_KEPT}")
+            kept = True
         else:
             accepted.append({"on": policy.when, "before": before, "after": after,
                              **({"save": policy.save_id} if policy.save_id else {})})
@@ -136,7 +139,7 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
                     n=len(new.samples) if new.samples else None,
                     notch=_kept_value(median_uncertainty(new.samples or [])) or None,
                     history_save_ids=ids if any(ids) else None)
-    return stored, said
+    return stored, said, kept
 
 
 #: Significant digits a baseline keeps of a run's value: a millionth is far below any noise a
@@ -190,17 +193,19 @@ def _trimmed(counts: list[int], ids: list[str | None], kept: int
 
 
 def extend(existing: dict[str, dict[str, Any]], records: list[Record],
-          policy: MergePolicy = MergePolicy()) -> tuple[dict[str, dict[str, Any]], list[str],
-                                                        list[str]]:
+          policy: MergePolicy = MergePolicy()
+          ) -> tuple[dict[str, dict[str, Any]], list[str], list[str], list[str]]:
     """The stored records with `records` merged in: each measured metric's latest value and
     samples replace the old ones and the values of its processes join the history (the last
     `keep` runs; with reset, the history restarts; after a change its verdict says is beyond
     the noise, it starts at the new level). Metrics of a row that this run did not produce keep
     their history; rows not in `records` are kept as they were, unless pruned. Returns the
-    merged records, the metrics left out because they are not finite numbers, and one line
-    per new level or restarted history."""
+    merged records, the metrics left out because they are not finite numbers, one line per new
+    level or restarted history, and one per move kept in the history (no new level)."""
     merged = {k: v for k, v in existing.items() if k not in policy.prune}
-    skipped, levels = [], []
+    skipped: list[str] = []
+    levels: list[str] = []
+    moves_kept: list[str] = []
     for record in records:
         stored = [] if policy.reset else existing.get(record.id, {}).get("metrics", [])
         old = {m["name"]: m for m in stored}
@@ -221,12 +226,13 @@ def extend(existing: dict[str, dict[str, Any]], records: list[Record],
                                f"{len(values)} processes measured no number)")
                 continue
             before = old.pop(m.name, None)
-            metric, said = _merged_metric(m, record.values_of(m.name), record.verdict(m.name),
-                                          Stored.from_dict(before) if before else None, policy)
+            metric, said, kept_move = _merged_metric(
+                m, record.values_of(m.name), record.verdict(m.name),
+                Stored.from_dict(before) if before else None, policy)
             data["metrics"].append(metric.to_dict())
             if said:
-                levels.append(f"{record.id} {m.name}: {said}")
+                (moves_kept if kept_move else levels).append(f"{record.id} {m.name}: {said}")
         # What this run did not produce (a save of part of a row) keeps its history.
         data["metrics"] += [m for m in stored if m["name"] in old]
         merged[record.id] = data
-    return merged, skipped, levels
+    return merged, skipped, levels, moves_kept

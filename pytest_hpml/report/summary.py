@@ -14,6 +14,9 @@ from pytest_hpml.report.units import format_value
 from pytest_hpml.results import Metric, Record
 
 TITLE = "hpml summary"
+#: Under the summary (the last of its tables).
+NOTES = ["--hpml-report: every metric, one table per experiment; "
+         "--hpml-no-timings-table: no summary"]
 #: --benchmark-sort's columns, as the summary orders its rows by them.
 SORT_KEYS = ("min", "max", "mean", "stddev", "name", "fullname")
 
@@ -59,9 +62,7 @@ def summary_table(records: list[Record], sort: str | None = None) -> Table | Non
         test = record.id if not several else f"{record.id} {metric.name}"
         rows.append([test, format_value(record.values_of(metric.name).value, "s", spread),
                      *_range(metric)])
-    return Table(TITLE, ["test", "median ± IQR", "min", "max", "samples"], rows,
-                 ["--hpml-report: every metric, one table per experiment; "
-                  "--hpml-no-timings-table: no summary"])
+    return Table(TITLE, ["test", "median ± IQR", "min", "max", "samples"], rows, list(NOTES))
 
 
 def summary_tables(records: list[Record], sort: str | None = None) -> list[Table]:
@@ -72,14 +73,11 @@ def summary_tables(records: list[Record], sort: str | None = None) -> list[Table
     for record in in_report_order(records):
         group = record.experiment if record.experiment.startswith("benchmark ") else ""
         parts.setdefault(group, []).append(record)
-    tables = []
-    for group, part in parts.items():
-        table = summary_table(part, sort)
-        if table is not None:
-            tables.append(replace(table, title=f"{TITLE}: {group}" if group else TITLE,
-                                  notes=[]))
+    tables = [replace(table, title=f"{TITLE}: {group}" if group else TITLE, notes=[])
+              for group, part in parts.items()
+              if (table := summary_table(part, sort)) is not None]
     if tables:
-        tables[-1].notes = summary_table(records, sort).notes  # type: ignore[union-attr]
+        tables[-1].notes = list(NOTES)
     return tables
 
 
