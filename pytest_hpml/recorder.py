@@ -198,6 +198,7 @@ class Recorder:
         metric = self.record(name, timing.median, unit="s", better="lower",
                              samples=list(timing.samples))
         metric.yardstick = timing.yardstick
+        metric.compute_yardstick = timing.compute_yardstick
         for warning in timing.warnings:
             self._record.warnings.append(f"{name}: {warning}")
         return timing

@@ -136,6 +136,9 @@ class Metric:
     # Seconds of the machine's yardstick timed alongside (CPU timings and what derives from
     # them): comparisons may judge the value relative to it (pytest_hpml.measure.yardstick).
     yardstick: float | None = None
+    # Seconds of the yardstick's compute-bound reference: the machine's compute pace during
+    # the timing, which holds back a verdict the machine's own move explains.
+    compute_yardstick: float | None = None
     # Spread of the samples, for printing "median ± IQR".
     iqr: float | None = None
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_hpml.compare.stored import Stored
-from pytest_hpml.measure.stats import median_uncertainty
+from pytest_hpml.measure.stats import fastest_tenth, median_uncertainty
 from pytest_hpml.report.units import conversion, format_change
 from pytest_hpml.results import Metric, Record, Replicates, Verdict, measured_figures
 
@@ -138,6 +138,8 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
                     seeded_from=policy.seeded_from,
                     n=len(new.samples) if new.samples else None,
                     notch=_kept_value(median_uncertainty(new.samples or [])) or None,
+                    p10=_kept_optional(fastest_tenth(new.samples or [])),
+                    compute_yardstick=_kept_optional(new.compute_yardstick),
                     history_save_ids=ids if any(ids) else None)
     return stored, said, kept
 

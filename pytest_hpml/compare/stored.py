@@ -12,7 +12,7 @@ import statistics
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from pytest_hpml.measure.stats import median_uncertainty
+from pytest_hpml.measure.stats import fastest_tenth, median_uncertainty
 from pytest_hpml.results import Accepted, Better, Metric, Replicates
 
 
@@ -33,8 +33,12 @@ class Stored:
     samples: list[float] | None = None
     iqr: float | None = None
     yardstick: float | None = None  # the latest run's
+    compute_yardstick: float | None = None  # the latest run's compute pace (Metric's)
     n: int | None = None
     notch: float | None = None
+    # The latest run's 10th percentile: the level of its fast calls, which a median that moved
+    # with the share of slow calls alone leaves where it was (compare/verdicts.py).
+    p10: float | None = None
     # The values of the last runs, oldest first, as measured and relative to each run's
     # yardstick (the tail of the runs as measured that timed it); how many values each save
     # added, oldest first (each save is one occasion: the drift between them is learned).
@@ -71,6 +75,11 @@ class Stored:
         if self.notch is not None:
             return self.notch
         return median_uncertainty(self.samples or [])
+
+    @property
+    def fast_calls(self) -> float | None:
+        """The latest run's 10th percentile (None where too few samples were taken)."""
+        return self.p10 if self.p10 is not None else fastest_tenth(self.samples or [])
 
     @property
     def runs(self) -> list[float]:
@@ -126,7 +135,8 @@ class Stored:
         relative = [m.relative for m in metrics]
         return cls(first.name, first.value, first.unit, first.better, first.exact,
                    first.tolerance, first.derived_from, first.samples, first.iqr,
-                   first.yardstick, history=values, history_saves=[len(values)],
+                   first.yardstick, compute_yardstick=first.compute_yardstick,
+                   history=values, history_saves=[len(values)],
                    relative_history=None if None in relative else relative)  # type: ignore
 
     @classmethod
@@ -135,6 +145,7 @@ class Stored:
         relative = list(values.relative) if values.relative is not None else None
         return cls(metric.name, metric.value, metric.unit, metric.better, metric.exact,
                    metric.tolerance, metric.derived_from, metric.samples, metric.iqr,
-                   metric.yardstick, history=list(values.values) or None,
+                   metric.yardstick, compute_yardstick=metric.compute_yardstick,
+                   history=list(values.values) or None,
                    history_saves=[len(values.values)] if values.values else None,
                    relative_history=relative)

@@ -38,7 +38,7 @@ import statistics
 from dataclasses import dataclass, replace
 from functools import partial
 
-from pytest_hpml.compare import modes
+from pytest_hpml.compare import machine_moves, modes
 from pytest_hpml.compare.noise import (
     DEFAULT_DRIFT,
     SPEED_UNITS,
@@ -231,6 +231,9 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
     if rules.max_detectable and noisy > rules.max_detectable:
         verdict = replace(verdict, blind=blind_spot(e.noise, noisy, rules.max_detectable,
                                                     rules.alpha, advice))
+    if verdict.outcome in ("regressed", "improved", SUSPECT):
+        # Held back where the machine's own moves explain it (compare/machine_moves.py).
+        verdict = machine_moves.held_back(verdict, current, base, tol) or verdict
     return verdict
 
 

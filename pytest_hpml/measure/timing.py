@@ -93,6 +93,7 @@ class Timing:
     result: Any = field(default=None, repr=False, compare=False)
     recorded_as: str | None = None  # the metric name hpml.time recorded it under
     yardstick: float | None = None  # seconds of the machine's yardstick, timed alongside
+    compute_yardstick: float | None = None  # seconds of its compute-bound reference
 
     @property
     def summary(self) -> Summary:
@@ -215,7 +216,8 @@ def measure(
     # cold_l2 says what happened: a host clock never flushes, whatever the test asked for.
     timing = Timing(samples=samples, device=clock.device, inner=inner, cold_l2=flushes,
                     warnings=warnings, result=call.result,
-                    yardstick=getattr(clock, "yardstick_seconds", None))
+                    yardstick=getattr(clock, "yardstick_seconds", None),
+                    compute_yardstick=getattr(clock, "compute_seconds", None))
     ratio = noise_ratio(timing.summary)
     if ratio is not None:
         timing.warnings.append(

@@ -8,6 +8,14 @@ reference, a 16 MiB memcpy in one thread, between chunks of its samples (about a
 sampling time), and a comparison judges the timing relative to it: a slower machine moves both,
 slower code moves only the timing. The raw figures are shown as measured; the verdict and its
 basis say when they rest on the yardstick. GPU timings (CUDA events) need none.
+
+A memory copy does not see every slowdown of the machine: measured here on another day, a
+shared core ran compute-bound calls at two speeds by turns, for a few hundred milliseconds
+each (torch.rand of 2M floats 8.0 or 14.5 ms, a Python loop 0.60 or 1.07 ms) while the memcpy
+and a torch add kept their pace (2.0 ms, 1.2 ms). So a compute-bound reference, a fixed Python
+loop, is timed beside each copy: its median is the machine's compute pace during the timing
+(Metric.compute_yardstick), which a comparison uses only to hold back a verdict that the
+machine's own move explains (compare/verdicts.py), never to make one.
 """
 
 from __future__ import annotations
@@ -27,6 +35,19 @@ NBYTES = 16 * 2**20
 RATIO = 4.0
 #: Fewest yardstick runs a timing needs for a median to normalize by.
 MIN_RUNS = 3
+#: Iterations of the compute-bound reference: about half a millisecond of interpreter work.
+COMPUTE_STEPS = 20_000
+
+
+def compute_pace(steps: int = COMPUTE_STEPS,
+                 now_ns: Callable[[], int] = time.perf_counter_ns) -> float:
+    """Seconds a fixed loop of integer additions in the interpreter took: compute-bound, in
+    one thread, with no memory traffic beyond the caches."""
+    start = now_ns()
+    total = 0
+    for step in range(steps):
+        total += step
+    return (now_ns() - start) / 1e9
 
 
 class Yardstick:
@@ -61,12 +82,15 @@ class YardstickClock:
         self._yardstick = yardstick or shared()
         self.device = clock.device
         self.runs: list[float] = []  # seconds of each yardstick run
+        self.compute_runs: list[float] = []  # seconds of the compute-bound reference, beside
         self._sample_seconds: float | None = None  # one sample's duration, last seen
 
     def _chunk(self, left: int) -> int:
         if self._sample_seconds is None or not self.runs:
             return 1
-        per_yardstick = RATIO * statistics.median(self.runs) / max(self._sample_seconds, 1e-9)
+        reference = statistics.median(self.runs) + (
+            statistics.median(self.compute_runs) if self.compute_runs else 0.0)
+        per_yardstick = RATIO * reference / max(self._sample_seconds, 1e-9)
         return max(1, min(left, math.ceil(per_yardstick)))
 
     def run(self, fn: Callable[[], Any], count: int, inner: int, *,
@@ -78,12 +102,19 @@ class YardstickClock:
             out += part
             self._sample_seconds = part[-1] * inner
             self.runs.append(self._yardstick.run())
+            self.compute_runs.append(compute_pace())
         return out
 
     @property
     def yardstick_seconds(self) -> float | None:
         """The yardstick's median in seconds, once it ran often enough to have one."""
         return statistics.median(self.runs) if len(self.runs) >= MIN_RUNS else None
+
+    @property
+    def compute_seconds(self) -> float | None:
+        """The compute-bound reference's median in seconds, once it ran often enough."""
+        return statistics.median(self.compute_runs) if len(self.compute_runs) >= MIN_RUNS \
+            else None
 
     def warnings(self) -> list[str]:
         inner = getattr(self._clock, "warnings", None)
