@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_hpml.compare.stored import Stored
-from pytest_hpml.measure.stats import fastest_tenth, median_uncertainty
+from pytest_hpml.measure.stats import deciles, median_uncertainty
 from pytest_hpml.report.units import conversion, format_change
 from pytest_hpml.results import Metric, Record, Replicates, Verdict, measured_figures
 
@@ -129,6 +129,7 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
         relative_added = [r for v, r in zip(values.values, values.relative, strict=True)
                           if math.isfinite(v)]
         relative_history = (relative + relative_added)[-policy.keep:]
+    tenths = deciles(new.samples or [])
     stored = Stored(new.name, _kept_value(new.value), new.unit, new.better, new.exact,
                     new.tolerance, new.derived_from, None, _kept_optional(new.iqr),
                     _kept_optional(new.yardstick), history=_kept(history),
@@ -138,7 +139,8 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
                     seeded_from=policy.seeded_from,
                     n=len(new.samples) if new.samples else None,
                     notch=_kept_value(median_uncertainty(new.samples or [])) or None,
-                    p10=_kept_optional(fastest_tenth(new.samples or [])),
+                    p10=_kept_optional(tenths[0]) if tenths else None,
+                    p90=_kept_optional(tenths[1]) if tenths else None,
                     compute_yardstick=_kept_optional(new.compute_yardstick),
                     history_save_ids=ids if any(ids) else None)
     return stored, said, kept

@@ -12,12 +12,16 @@ the fresh processes that confirm a regression ran in the same slow stretch and "
 Two moves are told apart from a change of the code, each from what the run itself measured:
 
 - the share of slow calls: a median that moved beyond the noise while the fastest tenth of the
-  calls kept its speed (within the tolerance), and whose slow samples came in stretches (the
-  runs test, far below a random order). Slow calls scattered among fast ones are a code path
-  some calls take: a move of their share is judged.
+  calls kept its speed (within the tolerance), to a speed that the stored run's calls already
+  ran at (between its 10th and 90th percentiles). The slow calls come in stretches where the
+  machine runs at two speeds by turns, or scattered where the allocator's state or the memory
+  layout makes some calls slow (orjson's dump of canada.json ran at 3.7 ms or 5.3 ms a call,
+  and its median moved between 3.9 and 5.4 ms from run to run of the same code). A slow path
+  the calls never took before (a median beyond the stored run's slow calls) is judged.
 - the machine's compute pace: a fixed compute-bound loop timed between the samples (the
-  yardstick's compute reference) that moved with the metric, so that relative to it the
-  change is within the tolerance. A change beyond what the pace explains is judged.
+  yardstick's compute reference) that moved with the metric, so that relative to it what is
+  left is within the tolerance or a quarter of the move. A change beyond what the pace
+  explains is judged.
 
 A verdict held back is `ambiguous` with a blind spot, which --hpml-strict-blind-spots fails: a
 slowdown that only the slow stretches suffer, or one that a slower machine hides, passes
@@ -27,16 +31,15 @@ as before.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
-from pytest_hpml.compare.noise import pct
 from pytest_hpml.compare.stored import Stored
-from pytest_hpml.measure.stats import fastest_tenth, runs_z
+from pytest_hpml.measure.stats import deciles
 from pytest_hpml.results import Metric, Verdict
 
-#: The runs test's z below which a run's slow samples came in stretches (one chance in about
-#: 750 for samples in a random order).
-STRETCHES_Z = 3.0
+#: The share of a move (in logs) that the machine's compute pace may leave unexplained.
+UNEXPLAINED = 0.25
 
 
 def _change(before: float, after: float) -> float:
@@ -45,18 +48,23 @@ def _change(before: float, after: float) -> float:
 
 def share_of_slow_calls(verdict: Verdict, current: Metric, base: Stored,
                         tol: float) -> str | None:
-    """Why the move is the share of slow stretches the run caught, not the speed of its
-    calls; None where it is not."""
-    stored, now = base.fast_calls, fastest_tenth(current.samples or [])
-    if stored is None or now is None or not (stored > 0 and now > 0):
+    """Why the move is a new share of the speeds the calls already had, not a new speed: the
+    fast calls (the 10th percentile) kept their speed within the tolerance, and this run's
+    median is a speed the stored run's calls already ran at (between its 10th and 90th
+    percentiles, within the tolerance); None where it is not. A slow path the calls did not
+    take before (a median beyond the stored run's slow calls) is judged."""
+    stored, now = base.deciles, deciles(current.samples or [])
+    if stored is None or now is None or min(*stored, *now, current.value) <= 0:
         return None
-    fast = _change(stored, now)
-    if abs(fast) > tol or runs_z(current.samples or []) > -STRETCHES_Z:
+    fast = _change(stored[0], now[0])
+    known = stored[0] * (1 - tol) <= current.value <= stored[1] * (1 + tol)
+    if abs(fast) > tol or not known:
         return None
     return (f"the median moved {verdict.change:+.1%} while the fastest tenth of the calls "
-            f"moved {fast:+.1%} ({stored:.4g} -> {now:.4g} s, within the {pct(tol)} "
-            "tolerance), its slow calls in stretches: the share of slow calls changed, not "
-            "their speed (a machine that runs them at two speeds by turns)")
+            f"moved {fast:+.1%} ({stored[0]:.4g} -> {now[0]:.4g} s), and {current.value:.4g} "
+            f"s is a speed the stored run's calls already had (its 10th to 90th percentile: "
+            f"{stored[0]:.4g} to {stored[1]:.4g} s): the share of slow calls changed, not "
+            "their speed")
 
 
 def compute_pace(verdict: Verdict, current: Metric, base: Stored, tol: float) -> str | None:
@@ -66,12 +74,18 @@ def compute_pace(verdict: Verdict, current: Metric, base: Stored, tol: float) ->
     if not (before and now and before > 0 and now > 0) or verdict.change is None:
         return None
     machine = _change(before, now)
+    if abs(machine) <= tol or machine * verdict.change <= 0 or verdict.change <= -1:
+        return None
     paced = (1 + verdict.change) / (1 + machine) - 1
-    if abs(machine) <= tol or machine * verdict.change <= 0 or abs(paced) > tol:
+    # Code does not slow down by the loop's own factor in a slow stretch (measured: the loop
+    # 1.77x, torch.rand 1.82x, cattrs' calls 1.75x to 1.95x): what is left relative to the pace
+    # counts as explained within the tolerance, or within a quarter of the move (in logs).
+    left = abs(math.log1p(paced))
+    if left > max(math.log1p(tol), UNEXPLAINED * abs(math.log1p(verdict.change))):
         return None
     return (f"the machine's compute pace (a fixed loop timed between the samples, "
-            f"{before:.4g} -> {now:.4g} s) moved {machine:+.1%} with it: {paced:+.1%} "
-            f"relative to it, within the {pct(tol)} tolerance")
+            f"{before:.4g} -> {now:.4g} s) moved {machine:+.1%} with it, which leaves "
+            f"{paced:+.1%}: the machine's move, not the code's")
 
 
 def held_back(verdict: Verdict, current: Metric, base: Stored, tol: float) -> Verdict | None:

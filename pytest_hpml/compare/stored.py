@@ -12,7 +12,7 @@ import statistics
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from pytest_hpml.measure.stats import fastest_tenth, median_uncertainty
+from pytest_hpml.measure.stats import deciles, median_uncertainty
 from pytest_hpml.results import Accepted, Better, Metric, Replicates
 
 
@@ -36,9 +36,11 @@ class Stored:
     compute_yardstick: float | None = None  # the latest run's compute pace (Metric's)
     n: int | None = None
     notch: float | None = None
-    # The latest run's 10th percentile: the level of its fast calls, which a median that moved
-    # with the share of slow calls alone leaves where it was (compare/verdicts.py).
+    # The latest run's 10th and 90th percentiles: the levels of its fast and slow calls, which
+    # a median that moved with the share of slow calls leaves where they were
+    # (compare/machine_moves.py).
     p10: float | None = None
+    p90: float | None = None
     # The values of the last runs, oldest first, as measured and relative to each run's
     # yardstick (the tail of the runs as measured that timed it); how many values each save
     # added, oldest first (each save is one occasion: the drift between them is learned).
@@ -77,9 +79,12 @@ class Stored:
         return median_uncertainty(self.samples or [])
 
     @property
-    def fast_calls(self) -> float | None:
-        """The latest run's 10th percentile (None where too few samples were taken)."""
-        return self.p10 if self.p10 is not None else fastest_tenth(self.samples or [])
+    def deciles(self) -> tuple[float, float] | None:
+        """The latest run's 10th and 90th percentiles (None where too few samples were
+        taken)."""
+        if self.p10 is not None and self.p90 is not None:
+            return self.p10, self.p90
+        return deciles(self.samples or [])
 
     @property
     def runs(self) -> list[float]:
@@ -110,6 +115,8 @@ class Stored:
             {**a, "before": a["before"] * factor, "after": a["after"] * factor}
             for a in self.accepted]
         return replace(self, value=self.value * factor, unit=unit, samples=times(self.samples),
+                       p10=None if self.p10 is None else self.p10 * factor,
+                       p90=None if self.p90 is None else self.p90 * factor,
                        iqr=None if self.iqr is None else self.iqr * factor,
                        history=times(self.history), relative_history=times(
                            self.relative_history), accepted=accepted)

@@ -198,34 +198,15 @@ def median_uncertainty(samples: Sequence[float]) -> float:
     return 1.57 * s.iqr / math.sqrt(s.n) / s.median if s.median > 0 else 0.0
 
 
-#: The fewest samples whose 10th percentile stands for a run's fast calls.
-MIN_SAMPLES_FOR_P10 = 20
+#: The fewest samples whose 10th and 90th percentiles stand for a run's fast and slow calls.
+MIN_SAMPLES_FOR_DECILES = 20
 
 
-def fastest_tenth(samples: Sequence[float]) -> float | None:
-    """The 10th percentile of a run's samples: how fast its fast calls were, a level the share
-    of slow calls (a core that runs at two speeds by turns) hardly moves; None with fewer than
-    MIN_SAMPLES_FOR_P10 samples."""
-    if len(samples) < MIN_SAMPLES_FOR_P10:
+def deciles(samples: Sequence[float]) -> tuple[float, float] | None:
+    """The 10th and 90th percentiles of a run's samples: how fast its fast calls and how slow
+    its slow ones were, levels that the share of slow calls hardly moves (a median follows
+    that share); None with fewer than MIN_SAMPLES_FOR_DECILES samples."""
+    if len(samples) < MIN_SAMPLES_FOR_DECILES:
         return None
-    return quantile(sorted(samples), 0.1)
-
-
-def runs_z(samples: Sequence[float]) -> float:
-    """The Wald-Wolfowitz runs test over samples in time order, each above or below their
-    median: z of the number of runs against what samples in a random order would give. Far
-    below zero (fewer, longer runs), slow samples come in stretches (the machine's speed
-    changed for a while), not scattered among fast ones (a code path some calls take); 0 with
-    fewer than MIN_SAMPLES_FOR_P10 samples or no spread."""
-    if len(samples) < MIN_SAMPLES_FOR_P10:
-        return 0.0
-    middle = quantile(sorted(samples), 0.5)
-    above = [v > middle for v in samples if v != middle]
-    n1, n = sum(above), len(above)
-    n2 = n - n1
-    if n1 == 0 or n2 == 0:
-        return 0.0
-    runs = 1 + sum(a != b for a, b in zip(above, above[1:], strict=False))
-    expected = 2 * n1 * n2 / n + 1
-    variance = 2 * n1 * n2 * (2 * n1 * n2 - n) / (n * n * (n - 1))
-    return (runs - expected) / math.sqrt(variance) if variance > 0 else 0.0
+    ordered = sorted(samples)
+    return quantile(ordered, 0.1), quantile(ordered, 0.9)
