@@ -9,11 +9,14 @@ beyond what the machine's pace explains are judged as before."""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 from hpml_testing import FAST
 
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import Rules, judge_metric
+from pytest_hpml.measure.yardstick import YardstickClock
 from pytest_hpml.results import Metric, Replicates, Verdict
 
 # The samples a run takes, in time order, by the pattern named in the file `pattern`: read in
@@ -120,3 +123,64 @@ def test_a_machine_whose_compute_pace_moved_with_the_time_holds_the_verdict_back
     assert _pace_verdict(0.025, 1.07e-3).outcome == "regressed"
     # The pace moved the other way: it explains nothing.
     assert _pace_verdict(0.018, 4e-4).outcome == "regressed"
+
+
+class _Stretches:
+    """A clock and a machine that runs every call at 1 s in its fast stretches and 2 s in its
+    slow ones (the compute-bound loop, likewise, 1 ms or 2 ms); a stretch lasts ten chunks of
+    samples (a chunk here is one sample: the loop is short beside it)."""
+
+    device = "cpu"
+
+    def __init__(self, slow_stretches: set[int]) -> None:
+        self.slow_stretches, self.chunk = slow_stretches, 0
+
+    def speed(self) -> float:
+        return 2.0 if self.chunk // 10 in self.slow_stretches else 1.0
+
+    def run(self, fn, count, inner, *, time_left=None, warmup=False):  # noqa: ANN001
+        return [self.speed()] * count
+
+    def pace(self) -> float:
+        seconds = self.speed() / 1000
+        self.chunk += 1
+        return seconds
+
+
+class _Copy:
+    def run(self) -> float:
+        return 0.002
+
+
+def _paced_run(slow_stretches: set[int]) -> tuple[float, float]:
+    """The median and the compute pace of a timing of 100 samples, ten stretches of ten."""
+    machine = _Stretches(slow_stretches)
+    clock = YardstickClock(machine, _Copy(), pace=machine.pace)
+    samples = []
+    for _ in range(10):
+        samples += clock.run(lambda: None, 10, 1)
+    pace = clock.compute_seconds
+    assert pace is not None
+    return statistics.median(samples), pace
+
+
+def test_the_compute_pace_pairs_each_chunk_with_the_loop_timed_next_to_it() -> None:
+    # 3 of 10 stretches slow, then 7 of 10: the medians 1 s and 2 s, the code's time at the
+    # pace of each moment the same.
+    few, many = _paced_run({2, 5, 8}), _paced_run({1, 2, 3, 5, 6, 8, 9})
+    assert few[0] == 1.0 and many[0] == 2.0
+    assert few[0] / few[1] == pytest.approx(many[0] / many[1])
+    # A median of the loop's two speeds would not: 1 ms and 2 ms, against 1 s and 2 s here
+    # only because the shares fall on either side of a half.
+    assert _paced_run(set())[1] == pytest.approx(0.001)
+
+
+def test_the_pace_is_that_of_the_timed_samples_not_of_the_warm_up() -> None:
+    # The machine slow for the warm-up's 30 chunks, fast for the 20 timed samples: the pace
+    # of the timing is the fast one.
+    machine = _Stretches({0, 1, 2})
+    clock = YardstickClock(machine, _Copy(), pace=machine.pace)
+    for _ in range(30):
+        clock.run(lambda: None, 1, 1, warmup=True)
+    clock.run(lambda: None, 20, 1)
+    assert clock.compute_seconds == pytest.approx(0.001)

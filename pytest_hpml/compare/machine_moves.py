@@ -69,14 +69,18 @@ def share_of_slow_calls(verdict: Verdict, current: Metric, base: Stored,
 
 def compute_pace(verdict: Verdict, current: Metric, base: Stored, tol: float) -> str | None:
     """Why the move is the machine's compute pace, timed beside the samples on both sides;
-    None where the pace held or does not explain it."""
+    None where the pace held or does not explain it. Each side's pace pairs its samples with
+    the loop timed next to them (measure/yardstick.py), so a run's value over its pace is the
+    time the code took at the pace of the moment."""
     before, now = base.compute_yardstick, current.compute_yardstick
-    if not (before and now and before > 0 and now > 0) or verdict.change is None:
+    if not (before and now and before > 0 and now > 0) or verdict.change is None or \
+            not (base.value > 0 and current.value > 0):
         return None
-    machine = _change(before, now)
-    if abs(machine) <= tol or machine * verdict.change <= 0 or verdict.change <= -1:
+    own = _change(base.value, current.value)  # the test's own process against the stored run
+    paced = _change(base.value / before, current.value / now)
+    machine = (1 + own) / (1 + paced) - 1
+    if abs(machine) <= tol or machine * verdict.change <= 0:
         return None
-    paced = (1 + verdict.change) / (1 + machine) - 1
     # Code does not slow down by the loop's own factor in a slow stretch (measured: the loop
     # 1.77x, torch.rand 1.82x, cattrs' calls 1.75x to 1.95x): what is left relative to the pace
     # counts as explained within the tolerance, or within a quarter of the move (in logs).

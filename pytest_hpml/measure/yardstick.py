@@ -13,9 +13,10 @@ A memory copy does not see every slowdown of the machine: measured here on anoth
 shared core ran compute-bound calls at two speeds by turns, for a few hundred milliseconds
 each (torch.rand of 2M floats 8.0 or 14.5 ms, a Python loop 0.60 or 1.07 ms) while the memcpy
 and a torch add kept their pace (2.0 ms, 1.2 ms). So a compute-bound reference, a fixed Python
-loop, is timed beside each copy: its median is the machine's compute pace during the timing
-(Metric.compute_yardstick), which a comparison uses only to hold back a verdict that the
-machine's own move explains (compare/verdicts.py), never to make one.
+loop, is timed beside each copy, and each chunk of samples is paced by the loop timed right
+after it: the machine's compute pace during the timing (Metric.compute_yardstick), which a
+comparison uses only to hold back a verdict that the machine's own move explains
+(compare/machine_moves.py), never to make one.
 """
 
 from __future__ import annotations
@@ -77,12 +78,17 @@ def shared() -> Yardstick:
 class YardstickClock:
     """A CPU clock with the yardstick run between chunks of its samples."""
 
-    def __init__(self, clock: Any, yardstick: Any | None = None) -> None:
+    def __init__(self, clock: Any, yardstick: Any | None = None,
+                 pace: Callable[[], float] = compute_pace) -> None:
         self._clock = clock
         self._yardstick = yardstick or shared()
+        self._pace = pace
         self.device = clock.device
         self.runs: list[float] = []  # seconds of each yardstick run
         self.compute_runs: list[float] = []  # seconds of the compute-bound reference, beside
+        # Each timed sample, and the same over the compute pace timed right after its chunk.
+        self._timed: list[float] = []
+        self._paced: list[float] = []
         self._sample_seconds: float | None = None  # one sample's duration, last seen
 
     def _chunk(self, left: int) -> int:
@@ -102,7 +108,11 @@ class YardstickClock:
             out += part
             self._sample_seconds = part[-1] * inner
             self.runs.append(self._yardstick.run())
-            self.compute_runs.append(compute_pace())
+            pace = self._pace()
+            self.compute_runs.append(pace)
+            if not warmup and pace > 0:
+                self._timed += part
+                self._paced += [sample / pace for sample in part]
         return out
 
     @property
@@ -112,9 +122,15 @@ class YardstickClock:
 
     @property
     def compute_seconds(self) -> float | None:
-        """The compute-bound reference's median in seconds, once it ran often enough."""
-        return statistics.median(self.compute_runs) if len(self.compute_runs) >= MIN_RUNS \
-            else None
+        """The machine's compute pace during the timing, in seconds of the reference loop: the
+        samples' median over their median paced chunk by chunk (each sample over the loop
+        timed right after it), so that a run which caught slow stretches for some of its
+        samples is paced stretch by stretch, not by a median of the two speeds; None until
+        the loop ran MIN_RUNS times."""
+        if len(self.compute_runs) < MIN_RUNS or not self._paced:
+            return None
+        paced = statistics.median(self._paced)
+        return statistics.median(self._timed) / paced if paced > 0 else None
 
     def warnings(self) -> list[str]:
         inner = getattr(self._clock, "warnings", None)
