@@ -34,7 +34,7 @@ from pytest_hpml.fixture import Hpml
 from pytest_hpml.measure.benchmark_stats import BenchmarkStats
 from pytest_hpml.measure.clocks import ClockKind, clock_for
 from pytest_hpml.measure.timing import POLICY_RULES, check_timed_result, check_timed_work
-from pytest_hpml.measure.yardstick import YardstickClock
+from pytest_hpml.measure.yardstick import YardstickClock, stamp
 from pytest_hpml.recorder import Recorder
 
 #: @pytest.mark.benchmark options and the TimingConfig field each one sets.
@@ -289,8 +289,7 @@ class BenchmarkFixture:
                         samples += sample
         check_timed_result(last[0])
         recorder.record_timing("time", samples, warnings=getattr(clock, "warnings", list)())
-        recorder.metric("time").yardstick = getattr(clock, "yardstick_seconds", None)
-        recorder.metric("time").compute_yardstick = getattr(clock, "compute_seconds", None)
+        stamp(recorder.metric("time"), clock)
         self.stats = BenchmarkStats(samples, iterations, self)
         return last[0]
 

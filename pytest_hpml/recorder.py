@@ -199,6 +199,7 @@ class Recorder:
                              samples=list(timing.samples))
         metric.yardstick = timing.yardstick
         metric.compute_yardstick = timing.compute_yardstick
+        metric.pace_tracked = timing.pace_tracked or None
         for warning in timing.warnings:
             self._record.warnings.append(f"{name}: {warning}")
         return timing

@@ -136,9 +136,10 @@ class Metric:
     # Seconds of the machine's yardstick timed alongside (CPU timings and what derives from
     # them): comparisons may judge the value relative to it (pytest_hpml.measure.yardstick).
     yardstick: float | None = None
-    # Seconds of the yardstick's compute-bound reference: the machine's compute pace during
-    # the timing, which holds back a verdict the machine's own move explains.
+    # The machine's compute pace during the timing (seconds of the yardstick's loop), and
+    # whether the samples moved with it: a verdict the pace explains is held back.
     compute_yardstick: float | None = None
+    pace_tracked: bool | None = None
     # Spread of the samples, for printing "median ± IQR".
     iqr: float | None = None
 

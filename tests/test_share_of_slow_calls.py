@@ -96,7 +96,7 @@ def test_a_slow_path_the_calls_never_took_before_is_judged(pytester: pytest.Pyte
     result.stdout.fnmatch_lines(["*regressed: test_compute time:*"])
 
 
-def _pace_verdict(value: float, pace: float) -> Verdict:
+def _pace_verdict(value: float, pace: float, tracked: bool = True) -> Verdict:
     """A time of 10 ms saved with the machine's compute pace at 0.6 ms, judged now at
     `value` with the pace at `pace`: every call at one speed, moved whole, so that only the
     pace can hold a verdict back."""
@@ -106,7 +106,7 @@ def _pace_verdict(value: float, pace: float) -> Verdict:
     base = Stored("time", 0.010, "s", "lower", samples=samples(0.010), compute_yardstick=6e-4,
                   history=[0.010, 0.0101, 0.0099], history_saves=[3])
     current = Metric("time", value, "s", "lower", samples=samples(value),
-                     compute_yardstick=pace)
+                     compute_yardstick=pace, pace_tracked=tracked or None)
     verdict = judge_metric(current, Replicates((value, value * 1.01, value * 0.99)), base,
                            Rules())
     assert verdict is not None
@@ -123,6 +123,9 @@ def test_a_machine_whose_compute_pace_moved_with_the_time_holds_the_verdict_back
     assert _pace_verdict(0.025, 1.07e-3).outcome == "regressed"
     # The pace moved the other way: it explains nothing.
     assert _pace_verdict(0.018, 4e-4).outcome == "regressed"
+    # A call whose samples did not move with the pace in its own run (a memory-bound add
+    # keeps its speed while the loop slows): the pace explains nothing of it.
+    assert _pace_verdict(0.018, 1.07e-3, tracked=False).outcome == "regressed"
 
 
 class _Stretches:
@@ -184,3 +187,24 @@ def test_the_pace_is_that_of_the_timed_samples_not_of_the_warm_up() -> None:
         clock.run(lambda: None, 1, 1, warmup=True)
     clock.run(lambda: None, 20, 1)
     assert clock.compute_seconds == pytest.approx(0.001)
+
+
+def test_samples_that_moved_with_the_pace_track_it_and_others_do_not() -> None:
+    machine = _Stretches({1, 2, 3, 5, 6, 8, 9})
+    clock = YardstickClock(machine, _Copy(), pace=machine.pace)
+    clock.run(lambda: None, 100, 1)
+    assert clock.tracks_pace  # 1 s or 2 s by stretch, 1 ms or 2 ms the loop beside them
+
+    class Memory(_Stretches):
+        def run(self, fn, count, inner, *, time_left=None, warmup=False):  # noqa: ANN001
+            return [1.0] * count  # the loop slows, the call keeps its speed
+
+    machine = Memory({1, 2, 3, 5, 6, 8, 9})
+    clock = YardstickClock(machine, _Copy(), pace=machine.pace)
+    clock.run(lambda: None, 100, 1)
+    assert not clock.tracks_pace
+    # A run at one pace shows nothing either way.
+    steady = _Stretches(set())
+    clock = YardstickClock(steady, _Copy(), pace=steady.pace)
+    clock.run(lambda: None, 100, 1)
+    assert not clock.tracks_pace

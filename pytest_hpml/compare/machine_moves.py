@@ -20,8 +20,11 @@ Two moves are told apart from a change of the code, each from what the run itsel
   the calls never took before (a median beyond the stored run's slow calls) is judged.
 - the machine's compute pace: a fixed compute-bound loop timed between the samples (the
   yardstick's compute reference) that moved with the metric, so that relative to it what is
-  left is within the tolerance or a quarter of the move. A change beyond what the pace
-  explains is judged.
+  left is within the tolerance or a quarter of the move, for a call whose samples moved with
+  the pace within the run itself (a memory-bound add keeps its speed while the loop slows:
+  +50 % more work on it read +95 % while the pace moved +71 %, and was held back before this
+  condition). A
+  change beyond what the pace explains is judged.
 
 A verdict held back is `ambiguous` with a blind spot, which --hpml-strict-blind-spots fails: a
 slowdown that only the slow stretches suffer, or one that a slower machine hides, passes
@@ -74,8 +77,8 @@ def compute_pace(verdict: Verdict, current: Metric, base: Stored, tol: float) ->
     time the code took at the pace of the moment."""
     before, now = base.compute_yardstick, current.compute_yardstick
     if not (before and now and before > 0 and now > 0) or verdict.change is None or \
-            not (base.value > 0 and current.value > 0):
-        return None
+            not (base.value > 0 and current.value > 0) or not current.pace_tracked:
+        return None  # a call that did not move with the pace in its own run: not explained
     own = _change(base.value, current.value)  # the test's own process against the stored run
     paced = _change(base.value / before, current.value / now)
     machine = (1 + own) / (1 + paced) - 1

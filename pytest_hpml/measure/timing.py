@@ -94,6 +94,7 @@ class Timing:
     recorded_as: str | None = None  # the metric name hpml.time recorded it under
     yardstick: float | None = None  # seconds of the machine's yardstick, timed alongside
     compute_yardstick: float | None = None  # seconds of its compute-bound reference
+    pace_tracked: bool = False  # the samples moved with that reference within the run
 
     @property
     def summary(self) -> Summary:
@@ -217,7 +218,8 @@ def measure(
     timing = Timing(samples=samples, device=clock.device, inner=inner, cold_l2=flushes,
                     warnings=warnings, result=call.result,
                     yardstick=getattr(clock, "yardstick_seconds", None),
-                    compute_yardstick=getattr(clock, "compute_seconds", None))
+                    compute_yardstick=getattr(clock, "compute_seconds", None),
+                    pace_tracked=getattr(clock, "tracks_pace", False))
     ratio = noise_ratio(timing.summary)
     if ratio is not None:
         timing.warnings.append(

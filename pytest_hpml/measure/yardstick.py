@@ -36,6 +36,11 @@ NBYTES = 16 * 2**20
 RATIO = 4.0
 #: Fewest yardstick runs a timing needs for a median to normalize by.
 MIN_RUNS = 3
+#: The samples move with the compute pace where pacing them narrows their spread to at most
+#: this share of the spread as measured (noise.TRACKING_RATIO's rule, within one run) ...
+PACE_TRACKING_RATIO = 0.7
+#: ... and the spread as measured is at least this (in logs): a run at one pace shows nothing.
+PACE_MIN_SPREAD = 0.05
 #: Iterations of the compute-bound reference: about half a millisecond of interpreter work.
 COMPUTE_STEPS = 20_000
 
@@ -132,6 +137,27 @@ class YardstickClock:
         paced = statistics.median(self._paced)
         return statistics.median(self._timed) / paced if paced > 0 else None
 
+    @property
+    def tracks_pace(self) -> bool:
+        """Whether the samples moved with the compute pace within this run: pacing them by the
+        loop timed next to them narrows their spread (a compute-bound call in a run that
+        caught slow stretches). A memory-bound call keeps its speed while the loop slows, and a
+        run at one pace shows nothing: neither may have its verdict explained by the pace."""
+        if len(self._timed) < MIN_RUNS:
+            return False
+        raw = statistics.pstdev(math.log(v) for v in self._timed if v > 0)
+        paced = statistics.pstdev(math.log(v) for v in self._paced if v > 0)
+        return raw >= PACE_MIN_SPREAD and paced <= PACE_TRACKING_RATIO * raw
+
     def warnings(self) -> list[str]:
         inner = getattr(self._clock, "warnings", None)
         return inner() if inner else []
+
+
+def stamp(metric: Any, clock: Any) -> None:
+    """What a timing on `clock` says of the machine, on the metric it recorded: the yardstick's
+    median, the compute pace and whether the samples moved with it (None on a clock without a
+    yardstick: a GPU's, or --hpml-yardstick=off)."""
+    metric.yardstick = getattr(clock, "yardstick_seconds", None)
+    metric.compute_yardstick = getattr(clock, "compute_seconds", None)
+    metric.pace_tracked = getattr(clock, "tracks_pace", False) or None
