@@ -23,8 +23,7 @@ Two moves are told apart from a change of the code, each from what the run itsel
   left is within the tolerance; or within a quarter of the move for a call whose samples
   moved with the pace within the run itself (a memory-bound add keeps its speed while the
   loop slows: 50 % more work on it read +95 % while the pace moved +71 %, and the quarter
-  rule alone held it back). A
-  change beyond what the pace explains is judged.
+  rule alone held it back). A change beyond what the pace explains is judged.
 
 A verdict held back is `ambiguous` with a blind spot, which --hpml-strict-blind-spots fails: a
 slowdown that only the slow stretches suffer, or one that a slower machine hides, passes
