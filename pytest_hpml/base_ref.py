@@ -236,7 +236,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     comparison = config.stash[REF_KEY] = RefRun(config, ref, tree)
     comparison.worktree = own
-    rerun.start_forkserver_in_background()
+    rerun.start_forkserver_in_background(config)
     if is_controller(config):
         run.say_once(f"--hpml-compare-ref={name}: measured against {comparison.label}, checked "
                      f"out in {tree} for this run, in fresh processes beside this one")

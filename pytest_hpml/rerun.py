@@ -149,7 +149,7 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
                 code, output = forkserver.run_pytest(
                     args, Path(place.move(str(config.invocation_params.dir))),
                     folder / f"process-{i}.log", {**place.environ(environment()), **variables},
-                    preload=preload(), sys_path=place.sys_path(list(sys.path)),
+                    preload=preload(config), sys_path=place.sys_path(list(sys.path)),
                     deadline=deadline)
             if not result.exists():
                 if deadline is not None and time.monotonic() >= deadline:
@@ -172,29 +172,54 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
     return found
 
 
-def preload() -> list[str]:
-    """What the forkserver imports once, before it forks any fresh process: torch, pytest and
-    every module of this plugin, so that a fresh process neither imports nor assert-rewrites
-    them again (0.3 s of its 1.5 s here). A process at a git ref runs REF's code under test
-    with this harness, the same one that measures this side."""
-    return ["torch", "pytest", plugin.__name__, *plugin.pytest_plugins]
+#: What an xdist worker tells the controller (workeroutput): its tests imported torch.
+WORKER_TORCH = "hpml_imports_torch"
+_WORKERS_IMPORT_TORCH = pytest.StashKey[bool]()  # the controller's, from its workers' reports
+_WANTED = pytest.StashKey[bool]()  # this run will need a fresh process: start the server
+
+
+def tests_import_torch(config: pytest.Config | None = None) -> bool:
+    """True where this run's tests use torch: this process imported it (a conftest, the
+    collected test modules), or an xdist worker said so (the controller collects nothing)."""
+    return "torch" in sys.modules or bool(
+        config is not None and config.stash.get(_WORKERS_IMPORT_TORCH, False))
+
+
+def preload(config: pytest.Config | None = None) -> list[str]:
+    """What the forkserver imports once, before it forks any fresh process: pytest and every
+    module of this plugin, so that a fresh process neither imports nor assert-rewrites them
+    again (0.3 s of its 1.5 s here), and torch where the tests use it (seconds of a core
+    otherwise spent for a suite that never imports it: a JSON library's). A process at a git
+    ref runs REF's code under test with this harness, the same one that measures this side."""
+    return [*(["torch"] if tests_import_torch(config) else []), "pytest", plugin.__name__,
+            *plugin.pytest_plugins]
 
 
 _starting: list[threading.Thread] = []  # the forkserver's start, while it imports
 
 
-def start_forkserver_in_background() -> None:
-    """Start the forkserver now, its imports running beside the test collection, so that a
-    fresh process later costs a fork, not seconds of imports. Whatever of its start is left
-    when the tests begin is waited for then (pytest_runtestloop): its imports of torch beside
-    the first test read a 3 ms sleep as 6-9 ms under load. Once started it is idle."""
-    if not forkserver.available():  # pragma: no cover - platforms without a forkserver
+def _start_in_background() -> None:
+    if _starting or not forkserver.available():
         return
     forkserver.add_preload(preload())
-    thread = threading.Thread(target=forkserver.ensure_running, name="hpml-forkserver",
+    thread = threading.Thread(target=forkserver.ensure_ready, name="hpml-forkserver",
                               daemon=True)
     thread.start()
     _starting.append(thread)
+
+
+def start_forkserver_in_background(config: pytest.Config) -> None:
+    """Have the forkserver start in the background, its imports running beside the test
+    collection, so that a fresh process later costs a fork, not seconds of imports. It starts
+    once this process knows what the tests import: now where torch is imported already (a
+    conftest imported it), else when the collection is done (pytest_collection_finish); an
+    xdist controller, which collects nothing, starts it when it first needs it
+    (ready_forkserver). What is left of its imports when the tests begin is waited for then
+    (pytest_runtestloop): its imports of torch beside the first test read a 3 ms sleep as 6-9
+    ms under load. Once started it is idle."""
+    config.stash[_WANTED] = True
+    if "torch" in sys.modules:
+        _start_in_background()
 
 
 def wait_for_forkserver() -> float:
@@ -203,6 +228,16 @@ def wait_for_forkserver() -> float:
     began = time.monotonic()
     while _starting:
         _starting.pop().join()
+    return time.monotonic() - began
+
+
+def ready_forkserver(config: pytest.Config) -> float:
+    """Start the forkserver if it has not started, with the preload list as it stands now, and
+    wait for its imports; returns the seconds this took."""
+    began = time.monotonic()
+    wait_for_forkserver()
+    forkserver.add_preload(preload(config))
+    forkserver.ensure_ready()
     return time.monotonic() - began
 
 
@@ -215,10 +250,29 @@ def forkserver_wait(config: pytest.Config) -> float:
     return config.stash.get(_WAITED, 0.0)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The collection has imported the test modules: the server knows whether to import torch.
+    if session.config.stash.get(_WANTED, False):
+        _start_in_background()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     # Nothing the harness starts may run beside a timed sample: the first test waits for it.
     session.config.stash[_WAITED] = wait_for_forkserver()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput[WORKER_TORCH] = "torch" in sys.modules
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown to a run without xdist
+def pytest_testnodedown(node: object, error: object) -> None:
+    config = getattr(node, "config", None)  # the controller's (xdist's WorkerController)
+    if config is not None and (getattr(node, "workeroutput", None) or {}).get(WORKER_TORCH):
+        config.stash[_WORKERS_IMPORT_TORCH] = True
 
 
 # -- in the fresh process ---------------------------------------------------------------------

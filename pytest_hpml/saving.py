@@ -20,7 +20,6 @@ import pytest
 
 from pytest_hpml import policy, rerun
 from pytest_hpml.compare import baselines, engine, history, save_plan
-from pytest_hpml.machine import forkserver
 from pytest_hpml.machine.fingerprint import fingerprint
 from pytest_hpml.machine.revision import current_commit, tree_is_clean
 from pytest_hpml.policy import positive
@@ -81,12 +80,12 @@ class Save:
         # part of what the save adds to a run, so it is spent already.
         waited = rerun.forkserver_wait(self.config)
         own = max(0.0, time.monotonic() - self.run.started - waited)
+        # The forkserver imports beside the collection; what was left of them when the tests
+        # began was waited for then (counted above). One not started yet (an xdist controller
+        # collects nothing) starts here, and its start is spent too.
+        waited += rerun.ready_forkserver(self.config)
         plan = save_plan.Plan(math.inf if math.isinf(self.fraction)
                               else max(0.0, self.fraction * own - waited))
-        # The forkserver imports beside the collection; what was left of them when the tests
-        # began was waited for then (counted above). One not started yet starts here.
-        forkserver.add_preload(rerun.preload())
-        forkserver.ensure_running()
         deadline = time.monotonic() + plan.budget if math.isfinite(plan.budget) else None
         ranked = save_plan.order(by_test, known, self.durations.__getitem__)
         problems: list[str] = []
@@ -214,7 +213,7 @@ def pytest_configure(config: pytest.Config) -> None:
     save = config.stash[SAVE_KEY] = Save(config, config.stash[BASELINE_KEY])
     config.pluginmanager.register(save, f"hpml-save-{id(config)}")
     if save.processes > 1 and save.fraction:
-        rerun.start_forkserver_in_background()
+        rerun.start_forkserver_in_background(config)
 
 
 @pytest.hookimpl(tryfirst=True)

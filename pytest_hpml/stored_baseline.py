@@ -300,7 +300,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     comparison = config.stash[BASELINE_KEY] = BaselineRun(config, run_of(config))
     if comparison.compare and comparison.confirm:
-        rerun.start_forkserver_in_background()
+        rerun.start_forkserver_in_background(config)
     if judges(config) and (comparison.compare or (comparison.save and writes_outputs(config))):
         # Workers compare too, against the file the controller checked.
         comparison.open()

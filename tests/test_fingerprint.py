@@ -258,3 +258,26 @@ def test_fingerprint_neither_initializes_cuda_nor_imports_triton(monkeypatch) ->
     assert (facts["gpu"], facts["gpu_count"]) == ("NVIDIA H100 80GB HBM3 MIG 3g.40gb", 2)
     assert facts["triton"] == metadata.version("triton")
     assert facts["torch"] == torch.__version__
+
+
+def test_the_cuda_torch_was_built_with_is_read_without_importing_torch(tmp_path) -> None:
+    # A suite that never imports torch (a JSON library's) paid 2.7 s at the start of every
+    # save and compare to name its machine. A torch whose import fails proves it is not
+    # imported: its version.py is read as data.
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise RuntimeError('torch was imported')\n")
+    (fake / "version.py").write_text("from typing import Optional\n__version__ = '9.9.9'\n"
+                                     "cuda: Optional[str] = '12.4'\nhip = None\n")
+    probe = ("import sys\nfrom pytest_hpml.machine.fingerprint import fingerprint\n"
+             "facts = fingerprint()\nprint(facts['cuda'], 'torch' in sys.modules)\n")
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=environ, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["12.4", "False"]
+
+
+def test_the_cuda_torch_was_built_with_is_torch_versions_once_imported() -> None:
+    assert fp.torch_cuda() == torch.version.cuda
+    assert fp.torch_cuda({}) == torch.version.cuda

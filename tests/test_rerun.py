@@ -209,6 +209,65 @@ def test_fresh_processes_that_fail_are_said_once(pytester: pytest.Pytester) -> N
         "failed: ")
 
 
+def test_the_first_test_waits_until_the_forkserver_has_imported_its_preload_list(
+        pytester: pytest.Pytester) -> None:
+    """multiprocessing returns from starting its forkserver as soon as the server is spawned;
+    the server then imports its list (torch: seconds of a core) beside whatever runs. A module
+    of the list that takes 1.5 s to import shows the first test starting only after it."""
+    pytester.makepyfile(slow_preload="""
+        import time
+        from pathlib import Path
+        time.sleep(1.5)
+        Path("imported.txt").write_text(repr(time.time()))
+    """)
+    pytester.makeconftest("""
+        from pytest_hpml.machine import forkserver
+        forkserver.add_preload(["slow_preload"])
+    """)
+    pytester.makepyfile("""
+        import sys
+        import time
+        from pathlib import Path
+
+        def test_first(hpml):
+            first = Path("first-test.txt")  # the run's own process; fresh ones come later
+            if not first.exists():
+                first.write_text(repr(time.time()))
+                Path("torch-in-the-run.txt").write_text(str("torch" in sys.modules))
+            else:
+                Path("torch-in-a-fresh-process.txt").write_text(str("torch" in sys.modules))
+            hpml.time(lambda: None)
+    """)
+    pytester.runpytest_subprocess(*FAST[:-1], "--hpml-save-baseline",
+                                  "--hpml-baseline-processes=2", "--hpml-save-budget=all",
+                                  ).assert_outcomes(passed=1)
+    imported = float((pytester.path / "imported.txt").read_text())
+    first = float((pytester.path / "first-test.txt").read_text())
+    assert first >= imported, f"the first test began {imported - first:.2f} s before the " \
+                              "forkserver had imported its list"
+    # A suite that never imports torch gets a forkserver that did not import it either.
+    assert (pytester.path / "torch-in-the-run.txt").read_text() == "False"
+    assert (pytester.path / "torch-in-a-fresh-process.txt").read_text() == "False"
+
+
+def test_the_forkserver_imports_torch_only_for_tests_that_use_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    class Controller:  # an xdist controller: it collects nothing, its workers do
+        stash = pytest.Stash()
+
+    class Worker:  # what the controller is told when a worker ends
+        config = Controller()
+        workeroutput = {rerun.WORKER_TORCH: False}
+
+    monkeypatch.delitem(sys.modules, "torch")
+    rerun.pytest_testnodedown(Worker(), None)
+    assert "torch" not in rerun.preload(Controller())
+    assert "pytest" in rerun.preload(Controller())
+    Worker.workeroutput = {rerun.WORKER_TORCH: True}
+    rerun.pytest_testnodedown(Worker(), None)
+    assert rerun.preload(Controller())[0] == "torch"
+
+
 def test_the_first_test_waits_for_the_forkserver_started_beside_the_collection(
         pytester: pytest.Pytester) -> None:
     """Issue 31, item 8: the forkserver a save (or a comparison's confirmations, or

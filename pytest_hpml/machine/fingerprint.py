@@ -14,12 +14,15 @@ kernels interpreted later could not call them). GPUs are read through the driver
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import os
 import platform
 import re
 import sys
 from functools import cache
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from pytest_hpml.distributed import job
@@ -37,16 +40,38 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown-cpu"
 
 
+def torch_cuda(modules: dict[str, Any] | None = None) -> str | None:
+    """The CUDA toolkit torch was built with (torch.version.cuda), without importing torch
+    where it is not imported yet: a suite that never uses torch (a JSON library's) paid 2.7 s
+    of this process's start to name its machine. The installed torch/version.py is read as
+    data; None where torch is absent or the file says nothing."""
+    torch = (sys.modules if modules is None else modules).get("torch")
+    if torch is not None:
+        return getattr(getattr(torch, "version", None), "cuda", None)
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            tree = ast.parse((Path(folder) / "version.py").read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            target = node.targets[0] if isinstance(node, ast.Assign) and node.targets else \
+                getattr(node, "target", None)
+            value = getattr(node, "value", None)
+            if isinstance(target, ast.Name) and target.id == "cuda" \
+                    and isinstance(value, ast.Constant):
+                return value.value if isinstance(value.value, str) else None
+    return None
+
+
 def _gpu_facts(**sources: Any) -> dict[str, Any]:
     """The GPU facts of pytest_hpml.machine.gpus, and the CUDA toolkit torch was built with
-    (read from torch.version: no CUDA call)."""
+    (no CUDA call, no import of torch)."""
     facts = gpus.gpu_facts(**sources)
-    try:
-        import torch
-
-        facts["cuda"] = torch.version.cuda
-    except ImportError:
-        facts["cuda"] = None
+    facts["cuda"] = torch_cuda()
     return facts
 
 

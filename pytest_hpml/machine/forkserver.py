@@ -57,9 +57,28 @@ def context(preload: Iterable[str] = (), torch_context: bool = False) -> Any | N
 
 
 def ensure_running() -> None:
-    """Start the server now (if it is not running) with the preload list as it stands."""
+    """Start the server now (if it is not running) with the preload list as it stands; it
+    imports that list in the background (multiprocessing returns once it is spawned)."""
     if available():
         server.ensure_running()
+
+
+def _nothing() -> None:
+    """The body of the process that shows the server ready."""
+
+
+def ensure_ready() -> None:
+    """Start the server (if it is not running) and return once it has imported its preload
+    list: the server forks nothing before its imports are done, so a process forked from it
+    and joined at once marks the end of them. Imports running beside a timed sample slow it
+    (torch's take seconds of a core), which ensure_running alone would allow."""
+    if not available():
+        return  # pragma: no cover - platforms without a forkserver
+    ensure_running()
+    probe = multiprocessing.get_context("forkserver").Process(
+        target=_nothing, name="hpml-forkserver-ready")
+    probe.start()
+    probe.join()
 
 
 # -- a pytest process forked from the server ------------------------------------------------------
