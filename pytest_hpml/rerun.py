@@ -19,11 +19,11 @@ where to write what the process measured. In the fresh process this module then
 - writes back the records, which node ids it collected, how each test ended, and what failed
   to collect; a process that leaves no such file could not run at all (its conftest failed).
 
-Each fresh process is forked from a forkserver that imported torch, pytest and this plugin
-once (machine/forkserver.py), so it starts without seconds of imports. Forked processes share
-the server's string hash seed and the memory layout of what it imported (a save of 5
-processes recorded hash("x") as one value in the run's own process and another in all 4
-fresh ones): a benchmark whose mode follows those shows its other mode between runs, not
+Each fresh process is forked from a forkserver that imported pytest, this plugin and (where the
+tests use it) torch once (machine/forkserver.py), so it starts without seconds of imports.
+Forked processes share the server's string hash seed and the memory layout of what it imported
+(a save of 5 processes recorded hash("x") as one value in the run's own process and another in
+all 4 fresh ones): a benchmark whose mode follows those shows its other mode between runs, not
 between the fresh processes of one run, and a history learns it across saves.
 """
 

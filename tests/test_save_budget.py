@@ -67,6 +67,9 @@ def batches(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         return rerun.Fresh(records=[made])
 
     monkeypatch.setattr(rerun, "run_fresh", fresh)
+    # No process is forked, so no forkserver is started, nor its imports spent from the budget.
+    monkeypatch.setattr(rerun, "start_forkserver_in_background", lambda config: None)
+    monkeypatch.setattr(rerun, "ready_forkserver", lambda config: 0.0)
     return asked
 
 
