@@ -250,6 +250,31 @@ def test_the_first_test_waits_until_the_forkserver_has_imported_its_preload_list
     assert (pytester.path / "torch-in-a-fresh-process.txt").read_text() == "False"
 
 
+def test_the_forkserver_ends_with_the_run(pytester: pytest.Pytester) -> None:
+    """The server holds the run's standard output; left to end on its own, it tore down torch
+    for 0.5 s more after the run had exited, and a pipe reading the output (a CI log) waited
+    for it. It is gone, reaped, by the time the run's process has exited."""
+    pytester.makeconftest("""
+        from pathlib import Path
+        from multiprocessing import forkserver as server
+
+        def pytest_unconfigure(config):
+            pid = server._forkserver._forkserver_pid
+            Path("server-pid.txt").write_text(str(pid))
+    """)
+    pytester.makepyfile("""
+        import torch
+
+        def test_first(hpml):
+            hpml.time(lambda: None)
+    """)
+    pytester.runpytest_subprocess(*FAST[:-1], "--hpml-save-baseline",
+                                  "--hpml-baseline-processes=2", "--hpml-save-budget=all",
+                                  ).assert_outcomes(passed=1)
+    pid = int((pytester.path / "server-pid.txt").read_text())
+    assert not Path(f"/proc/{pid}").exists(), "the forkserver outlived the run"
+
+
 def test_the_forkserver_imports_torch_only_for_tests_that_use_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     class Controller:  # an xdist controller: it collects nothing, its workers do
