@@ -30,6 +30,7 @@ from pytest_hpml.measure.timing import (
     measure,
     per_call_time,
 )
+from pytest_hpml.measure.yardstick import YardstickClock, stamp
 from pytest_hpml.results import Better, Metric, Record, check_name
 
 if TYPE_CHECKING:
@@ -189,17 +190,13 @@ class Recorder:
         config = self.context.timing
         timer = clock_for(self.context.device, clock, cold_l2=config.cold_l2)
         if config.yardstick and self.context.device == "cpu":
-            from pytest_hpml.measure.yardstick import YardstickClock
-
             timer = YardstickClock(timer)
         timing = measure(fn, args, kwargs, config=config, clock=timer)
         check_timed_result(timing.result)
         timing.recorded_as = name
         metric = self.record(name, timing.median, unit="s", better="lower",
                              samples=list(timing.samples))
-        metric.yardstick = timing.yardstick
-        metric.compute_yardstick = timing.compute_yardstick
-        metric.pace_tracked = timing.pace_tracked or None
+        stamp(metric, timer)  # what the clock saw of the machine, as the benchmark fixture
         for warning in timing.warnings:
             self._record.warnings.append(f"{name}: {warning}")
         return timing
