@@ -30,6 +30,7 @@ between the fresh processes of one run, and a history learns it across saves.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import sys
 import tempfile
@@ -49,7 +50,7 @@ from pytest_hpml.machine import forkserver
 from pytest_hpml.progress import FreshProgress
 from pytest_hpml.results import Record, json_safe
 from pytest_hpml.selection import profile_of
-from pytest_hpml.session import OUTER_RUN_ONLY, add_option, run_of
+from pytest_hpml.session import OUTER_RUN_ONLY, add_option, is_controller, run_of, xdist_workers
 
 #: pytest's own options a fresh process must not act on, by argparse dest, with the value it
 #: gets instead: what would write over the outer run's files, stop for a person, or select
@@ -185,41 +186,52 @@ def tests_import_torch(config: pytest.Config | None = None) -> bool:
         config is not None and config.stash.get(_WORKERS_IMPORT_TORCH, False))
 
 
-def preload(config: pytest.Config | None = None) -> list[str]:
+def preload(config: pytest.Config | None = None, torch: bool | None = None) -> list[str]:
     """What the forkserver imports once, before it forks any fresh process: pytest and every
     module of this plugin, so that a fresh process neither imports nor assert-rewrites them
     again (0.3 s of its 1.5 s here), and torch where the tests use it (seconds of a core
     otherwise spent for a suite that never imports it: a JSON library's). A process at a git
     ref runs REF's code under test with this harness, the same one that measures this side."""
-    return [*(["torch"] if tests_import_torch(config) else []), "pytest", plugin.__name__,
-            *plugin.pytest_plugins]
+    torch = tests_import_torch(config) if torch is None else torch
+    return [*(["torch"] if torch else []), "pytest", plugin.__name__, *plugin.pytest_plugins]
 
 
 _starting: list[threading.Thread] = []  # the forkserver's start, while it imports
 
 
-def _start_in_background() -> None:
+def _get_ready() -> None:
+    # A server stopped while it imports (a lean one replaces it) ends its probe with an error.
+    with contextlib.suppress(Exception):
+        forkserver.ensure_ready()
+
+
+def _start_in_background(modules: list[str]) -> None:
     if _starting or not forkserver.available():
         return
-    forkserver.add_preload(preload())
-    thread = threading.Thread(target=forkserver.ensure_ready, name="hpml-forkserver",
-                              daemon=True)
+    if "torch" not in modules:
+        forkserver.drop_preload("torch")  # asked for where the tests were not known yet
+    forkserver.add_preload(modules)
+    thread = threading.Thread(target=_get_ready, name="hpml-forkserver", daemon=True)
     thread.start()
     _starting.append(thread)
 
 
 def start_forkserver_in_background(config: pytest.Config) -> None:
     """Have the forkserver start in the background, its imports running beside the test
-    collection, so that a fresh process later costs a fork, not seconds of imports. It starts
-    once this process knows what the tests import: now where torch is imported already (a
-    conftest imported it), else when the collection is done (pytest_collection_finish); an
-    xdist controller, which collects nothing, starts it when it first needs it
-    (ready_forkserver). What is left of its imports when the tests begin is waited for then
-    (pytest_runtestloop): its imports of torch beside the first test read a 3 ms sleep as 6-9
-    ms under load. Once started it is idle."""
+    collection, so that a fresh process later costs a fork, not seconds of imports. Whether
+    the tests use torch is known once they are collected; where torch is installed, the server
+    starts now with it, as the collection most likely imports it too (a torch suite would
+    otherwise wait 2-3 s for the server's import after its own), and one the collection shows
+    to need no torch is replaced then by one without it (pytest_collection_finish; a suite of
+    a JSON library's waited for torch's import). An xdist controller, which collects nothing,
+    starts it when it first needs it, knowing from its workers (ready_forkserver). What is
+    left of its imports when the tests begin is waited for then (pytest_runtestloop): its
+    imports of torch beside the first test read a 3 ms sleep as 6-9 ms under load. Once
+    started it is idle."""
     config.stash[_WANTED] = True
-    if "torch" in sys.modules:
-        _start_in_background()
+    if hasattr(config, "workerinput") or (is_controller(config) and xdist_workers(config) == 0):
+        if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
+            _start_in_background(preload(torch=True))
 
 
 def wait_for_forkserver() -> float:
@@ -236,7 +248,10 @@ def ready_forkserver(config: pytest.Config) -> float:
     wait for its imports; returns the seconds this took."""
     began = time.monotonic()
     wait_for_forkserver()
-    forkserver.add_preload(preload(config))
+    modules = preload(config)
+    if "torch" not in modules:
+        forkserver.drop_preload("torch")
+    forkserver.add_preload(modules)
     forkserver.ensure_ready()
     return time.monotonic() - began
 
@@ -253,8 +268,14 @@ def forkserver_wait(config: pytest.Config) -> float:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     # The collection has imported the test modules: the server knows whether to import torch.
-    if session.config.stash.get(_WANTED, False):
-        _start_in_background()
+    if not session.config.stash.get(_WANTED, False):
+        return
+    lean = preload(session.config)
+    if "torch" in (forkserver.preloaded() or []) and "torch" not in lean:
+        forkserver.stop()  # started for torch, which these tests never import
+        wait_for_forkserver()
+    if forkserver.preloaded() is None:
+        _start_in_background(lean)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -30,6 +30,13 @@ def available() -> bool:
     return "forkserver" in multiprocessing.get_all_start_methods()
 
 
+def drop_preload(name: str) -> list[str]:
+    """Take a module off the list (it takes effect at the server's next start)."""
+    if name in _preload:
+        _preload.remove(name)
+    return add_preload(())
+
+
 def add_preload(modules: Iterable[str]) -> list[str]:
     """Add modules for the server to import before it forks anything; returns the whole list.
 
@@ -76,18 +83,33 @@ def _end_now() -> None:
     too, and its exit tears down what it imported: 1.8 s after pytest's last line where it
     imported torch. Every process it forked has ended by then (each is joined or killed), and
     it keeps nothing worth an orderly end."""
-    state = getattr(server, "_forkserver", None)
-    pid = getattr(state, "_forkserver_pid", None)
-    if pid is None or _ended_at_exit != [os.getpid()]:
-        return  # not started, or a process forked from the one that started it
-    with contextlib.suppress(OSError):
-        os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(Exception):
-        state._stop()  # type: ignore[union-attr]  # reaps it, removes its socket
+    if _ended_at_exit == [os.getpid()]:  # not a process forked from the one that started it
+        stop()
 
 
 def _nothing() -> None:
     """The body of the process that shows the server ready."""
+
+
+def preloaded() -> list[str] | None:
+    """What the running server was started with (None where none runs)."""
+    state = getattr(server, "_forkserver", None)
+    if getattr(state, "_forkserver_pid", None) is None:
+        return None
+    return list(getattr(state, "_preload_modules", None) or [])
+
+
+def stop() -> None:
+    """End the server now (a process forked from it later starts a new one); a process waiting
+    for it to be ready gets an error."""
+    state = getattr(server, "_forkserver", None)
+    pid = getattr(state, "_forkserver_pid", None)
+    if pid is None:
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        state._stop()  # type: ignore[union-attr]  # reaps it, removes its socket
 
 
 def ensure_ready() -> None:
