@@ -91,3 +91,65 @@ def test_a_terminal_gets_a_live_line_with_the_process_and_the_budget_left() -> N
     quick.starting(0)
     quick.done()
     assert log.out == []
+
+
+def test_under_xdist_a_workers_live_line_reaches_the_controller_and_no_warning_is_left(
+        pytester: pytest.Pytester) -> None:
+    """Issue 28: a worker's "process i of n" reaches the controller while the processes run
+    (xdist's warning channel, the one a worker has mid-test), and the controller keeps it out
+    of the warnings summary: a progress line is not a warning."""
+    pytester.makepyfile(SLOW_TEST)
+    assert pytester.runpytest_subprocess(*FAST, "--hpml-save-baseline",
+                                         "--hpml-baseline-processes=1").ret == 0
+    pytester.makeconftest("""
+        import os
+        import time
+        from pathlib import Path
+
+        os.environ['STEP'] = '3e-3'  # three times slower
+
+        def pytest_warning_recorded(warning_message, nodeid):
+            if type(warning_message.message).__name__ == "ProgressNote":
+                with Path("notes.txt").open("a") as notes:
+                    notes.write(f"{time.time()} {warning_message.message.args}\\n")
+    """)
+    result = pytester.runpytest_subprocess(*FAST, "-n", "2", "--hpml-compare",
+                                           "--hpml-confirm=2")
+    assert result.ret != 0
+    assert "warnings" not in result.parseoutcomes()
+    assert "ProgressNote" not in result.stdout.str()
+    notes = (pytester.path / "notes.txt").read_text().splitlines()
+    said = [line.split(" ", 1)[1] for line in notes]
+    # Two confirmations, one process each: each announced, then said done.
+    assert len(said) == 4, said
+    assert "confirmation of test_under_xdist_a_workers_live_line" in said[0]
+    assert ": process 1 of 1" in said[0] and said[0].endswith("False)")
+    assert "1 process(es) in" in said[1] and said[1].endswith("True)")
+
+
+class FakeReporter(FakeTerminal):
+    def __init__(self) -> None:
+        super().__init__(tty=True)
+        self.stats: dict[str, list] = {}
+
+
+def test_the_controller_draws_a_workers_note_as_its_live_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+    from types import SimpleNamespace
+
+    from pytest_hpml import progress
+
+    tr = FakeReporter()
+    config = SimpleNamespace(stash=pytest.Stash(), pluginmanager=SimpleNamespace(
+        get_plugin=lambda name: tr))
+    monkeypatch.setattr(progress, "_CONTROLLER", [config])
+    for line, done in (("hpml: [gw1] confirmation of t.py::a: process 1 of 2", False),
+                       ("hpml: [gw1] confirmation of t.py::a: 2 process(es) in 4.0 s", True)):
+        note = warnings.WarningMessage(progress.ProgressNote(line, done),
+                                       progress.ProgressNote, "progress.py", 0)
+        tr.stats["warnings"] = [SimpleNamespace(message=f"progress.py:0: ProgressNote: {line}")]
+        progress.pytest_warning_recorded(note, "t.py::a", "runtest")
+        assert "warnings" not in tr.stats  # taken back out: not a warning
+    assert tr.out == ["\rhpml: [gw1] confirmation of t.py::a: process 1 of 2",
+                      "\rhpml: [gw1] confirmation of t.py::a: 2 process(es) in 4.0 s", "\n"]
