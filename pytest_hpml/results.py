@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pytest_hpml.plain_numbers import plain_number as _plain_number
+from pytest_hpml.replicates import Replicates
 
 Better = Literal["lower", "higher"] | None
 Kind = Literal["measured", "check", "reference", "setting"]
@@ -78,39 +79,6 @@ class Verdict:
         # Reports of pytest-hpml 0.2 said the accepted level in words: not read back.
         fields["accepted"] = Accepted(**accepted) if isinstance(accepted, dict) else None
         return cls(**fields)
-
-
-@dataclass(frozen=True)
-class Replicates:
-    """A metric's values from every process of this run that measured it, the test's own
-    first: as measured, and relative to each process's yardstick (None unless every process
-    timed it). What a verdict, a save and an export rest on; made in one place
-    (pytest_hpml.compare.engine.merge)."""
-
-    values: tuple[float, ...]
-    relative: tuple[float, ...] | None = None
-
-    @property
-    def value(self) -> float:
-        """The median of the finite values (NaN where there is none)."""
-        finite = sorted(v for v in self.values if math.isfinite(v))
-        if not finite:
-            return self.values[0] if self.values else math.nan
-        mid = len(finite) // 2
-        return finite[mid] if len(finite) % 2 else (finite[mid - 1] + finite[mid]) / 2
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"values": list(self.values)}
-        if self.relative is not None:
-            data["relative"] = list(self.relative)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Replicates:
-        values = tuple(_number_or_nan(v) for v in data["values"])
-        relative = data.get("relative")
-        return cls(values, tuple(_number_or_nan(v) for v in relative)
-                   if isinstance(relative, list) and len(relative) == len(values) else None)
 
 
 @dataclass
@@ -196,6 +164,15 @@ class Metric:
             self.value * self.yardstick
 
     @property
+    def paced(self) -> float | None:
+        """A time relative to the machine's compute pace during it (compute_yardstick); None
+        for anything else or without one."""
+        pace = self.compute_yardstick
+        if self.unit != "s" or not pace or pace <= 0 or not math.isfinite(self.value):
+            return None
+        return self.value / pace
+
+    @property
     def compared(self) -> bool:
         """Whether baselines keep this metric and comparisons give it a verdict."""
         return self.kind == "measured"
@@ -258,7 +235,8 @@ class Record:
         m = self.metric(name)
         if m is None:
             return Replicates(())
-        return Replicates((m.value,), (m.relative,) if m.relative is not None else None)
+        return Replicates((m.value,), (m.relative,) if m.relative is not None else None,
+                          (m.paced,) if m.paced is not None else None)
 
     def verdict(self, name: str) -> Verdict | None:
         return self.verdicts.get(name)
@@ -369,11 +347,6 @@ def check_name(name: Any) -> None:
     if not isinstance(name, str) or not name:
         raise TypeError(f"metric name {name!r}: a metric is named by a non-empty string, e.g. "
                         "hpml.record('time', ...)")
-
-
-def _number_or_nan(value: Any) -> float:
-    """A process value as JSON carries it: standard JSON writes NaN and infinities as null."""
-    return math.nan if value is None else float(value)
 
 
 def _plain(value: Any) -> Any:

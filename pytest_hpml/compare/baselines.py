@@ -98,7 +98,7 @@ def _check_metric(record_id: str, m: Any) -> None:
     where = f"metric {m['name']!r} of {record_id!r}"
     if not _finite_number(m.get("value")):
         raise _Invalid(f"{where}: value {m.get('value')!r} is not a finite number")
-    for key in ("samples", "history", "relative_history"):
+    for key in ("samples", "history", "relative_history", "paced_history"):
         values = m.get(key)
         if values is None:
             continue

@@ -40,12 +40,16 @@ def merge(before: Replicates, fresh: Iterable[Metric]) -> Replicates:
     """`before` (the test's own process first, then earlier fresh ones) with the values of
     further fresh processes appended, in the order they ran. Relative values are kept only
     while every process timed the yardstick: a series with holes would not be the values as
-    measured, run for run."""
+    measured, run for run; so are values relative to the compute pace."""
     fresh = list(fresh)
     values = (*before.values, *(m.value for m in fresh))
-    relative = [m.relative for m in fresh]
-    keep = before.relative is not None and None not in relative
-    return Replicates(values, (*before.relative, *relative) if keep else None)  # type: ignore
+
+    def joined(kept: tuple[float, ...] | None, added: list[float | None]
+               ) -> tuple[float, ...] | None:
+        return None if kept is None or None in added else (*kept, *added)  # type: ignore
+
+    return Replicates(values, joined(before.relative, [m.relative for m in fresh]),
+                      joined(before.paced, [m.paced for m in fresh]))
 
 
 def processes_of(values: Iterable[float]) -> Replicates:

@@ -121,19 +121,23 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
     ids = _save_ids(old, len(saves))
     history = (history + added)[-policy.keep:]
     saves, ids = _trimmed(saves + [len(added)], ids + [policy.save_id or None], len(history))
-    relative_history = None
-    if values.relative is not None and len(values.relative) == len(values.values):
-        # Relative to the yardstick: only while every run timed it, so that it stays the tail
-        # of the history as measured, run for run; it restarts after a run that did not.
-        relative = list(old.relative_history or []) if old else []
-        relative_added = [r for v, r in zip(values.values, values.relative, strict=True)
-                          if math.isfinite(v)]
-        relative_history = (relative + relative_added)[-policy.keep:]
+    def tail(now: tuple[float, ...] | None, kept: list[float] | None) -> list[float] | None:
+        """A history relative to the yardstick or to the compute pace: only while every run
+        timed it, so that it stays the tail of the history as measured, run for run; it
+        restarts after a run that did not."""
+        if now is None or len(now) != len(values.values):
+            return None
+        added_now = [r for v, r in zip(values.values, now, strict=True) if math.isfinite(v)]
+        return ((list(kept or []) if old else []) + added_now)[-policy.keep:]
+
+    relative_history = tail(values.relative, old.relative_history if old else None)
+    paced_history = tail(values.paced, old.paced_history if old else None)
     tenths = deciles(new.samples or [])
     stored = Stored(new.name, _kept_value(new.value), new.unit, new.better, new.exact,
                     new.tolerance, new.derived_from, None, _kept_optional(new.iqr),
                     _kept_optional(new.yardstick), history=_kept(history),
-                    relative_history=_kept(relative_history), history_saves=saves,
+                    relative_history=_kept(relative_history),
+                    paced_history=_kept(paced_history), history_saves=saves,
                     accepted=[{**a, "before": _kept_value(a["before"]),
                                "after": _kept_value(a["after"])} for a in accepted] or None,
                     seeded_from=policy.seeded_from,

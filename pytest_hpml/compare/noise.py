@@ -186,7 +186,8 @@ MIN_TRACKING_RUNS = 6
 TRACKING_RATIO = 0.7
 
 
-def yardstick_tracks(measured: list[float], relative: list[float]) -> tuple[bool, str]:
+def yardstick_tracks(measured: list[float], relative: list[float],
+                     name: str = "the yardstick") -> tuple[bool, str]:
     """Whether the yardstick tracks a metric, from pairs of its runs (each run's value as
     measured and relative to that run's yardstick, oldest first): only where dividing by the
     yardstick clearly narrows the spread over enough runs did the machine's drift move the
@@ -195,15 +196,15 @@ def yardstick_tracks(measured: list[float], relative: list[float]) -> tuple[bool
     metric's: the -41.5 % "improvement" of a 12 % slower sort. Returns the decision in words."""
     pairs = [(a, b) for a, b in zip(measured, relative, strict=False) if a > 0 and b > 0]
     if len(pairs) < MIN_TRACKING_RUNS:
-        return False, (f"{len(pairs)} runs timed the yardstick, {MIN_TRACKING_RUNS} are needed "
+        return False, (f"{len(pairs)} runs timed {name}, {MIN_TRACKING_RUNS} are needed "
                        "to see whether it tracks this metric")
     raw = statistics.stdev(math.log(a) for a, _ in pairs)
     rel = statistics.stdev(math.log(b) for _, b in pairs)
     said = (f"spread {pct(rel)} relative to it against {pct(raw)} as measured over "
             f"{len(pairs)} runs")
     if raw > 0 and rel <= TRACKING_RATIO * raw:
-        return True, f"the yardstick tracks this metric ({said})"
-    return False, f"the yardstick does not track this metric ({said})"
+        return True, f"{name} tracks this metric ({said})"
+    return False, f"{name} does not track this metric ({said})"
 
 
 def blind_spot(n: Noise, mdc: float, limit: float, alpha: float,

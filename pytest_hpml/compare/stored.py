@@ -46,6 +46,8 @@ class Stored:
     # added, oldest first (each save is one occasion: the drift between them is learned).
     history: list[float] | None = None
     relative_history: list[float] | None = None
+    # And relative to each run's compute pace (compute_yardstick), the same way.
+    paced_history: list[float] | None = None
     history_saves: list[int] | None = None
     # The id of the save behind each entry of history_saves (compare/provenance.py; None where
     # a file written before saves had ids does not know it).
@@ -119,7 +121,8 @@ class Stored:
                        p90=None if self.p90 is None else self.p90 * factor,
                        iqr=None if self.iqr is None else self.iqr * factor,
                        history=times(self.history), relative_history=times(
-                           self.relative_history), accepted=accepted)
+                           self.relative_history), paced_history=times(self.paced_history),
+                       accepted=accepted)
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items() if v is not None}
@@ -140,19 +143,22 @@ class Stored:
         first = metrics[0]
         values = [m.value for m in metrics]
         relative = [m.relative for m in metrics]
+        paced = [m.paced for m in metrics]
         return cls(first.name, first.value, first.unit, first.better, first.exact,
                    first.tolerance, first.derived_from, first.samples, first.iqr,
                    first.yardstick, compute_yardstick=first.compute_yardstick,
                    history=values, history_saves=[len(values)],
-                   relative_history=None if None in relative else relative)  # type: ignore
+                   relative_history=None if None in relative else relative,  # type: ignore
+                   paced_history=None if None in paced else paced)  # type: ignore
 
     @classmethod
     def of_report(cls, metric: Metric, values: Replicates) -> Stored:
         """A report's metric as evidence: the values of its processes as one occasion."""
         relative = list(values.relative) if values.relative is not None else None
+        paced = list(values.paced) if values.paced is not None else None
         return cls(metric.name, metric.value, metric.unit, metric.better, metric.exact,
                    metric.tolerance, metric.derived_from, metric.samples, metric.iqr,
                    metric.yardstick, compute_yardstick=metric.compute_yardstick,
                    history=list(values.values) or None,
                    history_saves=[len(values.values)] if values.values else None,
-                   relative_history=relative)
+                   relative_history=relative, paced_history=paced)

@@ -21,10 +21,13 @@ how large it would have to be to be caught. A worse change that only one process
 whose MDC exceeds --hpml-max-detectable is a blind spot, and its verdict says so.
 
 Relative to the machine's yardstick: a CPU timing may be judged relative to a memcpy timed
-between its samples, and only where the stored history shows that the yardstick tracks the
-metric (noise.yardstick_tracks); such a verdict never points the other way than the values as
-measured (a machine that slowed the yardstick and not the code must not make an unchanged
-metric `improved`): then the values as measured decide.
+between its samples, or to the machine's compute pace (a fixed Python loop timed after each
+chunk of samples, which moved with Python-heavy calls where a memcpy did not), each only where
+the stored history and this run's processes (six runs or more) show that it tracks the metric
+(noise.yardstick_tracks), and the one whose noise lets the smaller change through; such a
+verdict never points the other way than the values as measured (a machine that slowed the
+yardstick and not the code must not make an unchanged metric `improved`): then the values as
+measured decide.
 
 Only measured metrics get verdicts: checks fail by their own limit in the run, references and
 settings are shown, never compared. A metric derived from a timing follows its timing's verdict.
@@ -41,6 +44,7 @@ from functools import partial
 from pytest_hpml.compare import machine_moves, modes
 from pytest_hpml.compare.noise import (
     DEFAULT_DRIFT,
+    MIN_TRACKING_RUNS,
     SPEED_UNITS,
     Advice,
     Noise,
@@ -62,6 +66,7 @@ MIN_SAMPLES_FOR_TEST = 9
 SUSPECT = "suspect"
 #: The label of the series relative to the yardstick.
 RELATIVE = "relative to the machine's yardstick"
+PACED = "relative to the machine's compute pace"
 
 
 def relative_change(old: float, new: float) -> float:
@@ -117,6 +122,8 @@ def _series(now: Replicates, base: Stored) -> list[Evidence]:
     base_relative = base.relative_history or ([base.relative] if base.relative else None)
     if now.relative is not None and base_relative:
         found.append(Evidence(RELATIVE, list(base_relative), saves, list(now.relative)))
+    if now.paced is not None and base.paced_history:
+        found.append(Evidence(PACED, list(base.paced_history), saves, list(now.paced)))
     return found
 
 
@@ -133,12 +140,17 @@ def _weigh(e: Evidence, current: Metric, base: Stored, tol: float, rules: Rules)
 
 
 def _tracking(raw: Evidence, rel: Evidence) -> tuple[bool, str]:
-    """Whether the yardstick tracks the metric over the runs that timed it: the stored ones
-    (the tail of the history) and this run's processes, each as measured and relative."""
+    """Whether the yardstick (or the compute pace) tracks the metric over the runs that timed
+    it: the stored ones (the tail of the history) and this run's processes, each as measured
+    and relative. A compute pace not yet seen over enough runs is not said."""
     stored = min(len(raw.history), len(rel.history))
     now = len(rel.now) if len(rel.now) == len(raw.now) else 1
     measured = raw.history[len(raw.history) - stored:] + raw.now[:now]
     relative = rel.history[len(rel.history) - stored:] + rel.now[:now]
+    if rel.label == PACED:
+        if len(measured) < MIN_TRACKING_RUNS:
+            return False, ""
+        return yardstick_tracks(measured, relative, "the compute pace")
     return yardstick_tracks(measured, relative)
 
 
@@ -204,13 +216,16 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
         return Verdict("ambiguous", baseline=base.reference, current=now.value,
                        change=relative_change(base.reference, now.value), basis=said,
                        blind=f"{said}: until then a change of this metric cannot be seen")
-    raw, *relative = [_weigh(e, current, base, tol, rules) for e in _series(now, base)]
-    said = ""
-    if relative:
-        tracks, said = _tracking(raw, relative[0])
-        if not tracks or relative[0].noise is None:
-            relative = []
-    # Relative to the yardstick where it tracks the metric and lets a smaller change through.
+    raw, *others = [_weigh(e, current, base, tol, rules) for e in _series(now, base)]
+    relative, words = [], []
+    for other in others:  # the yardstick's series, the compute pace's
+        tracks, told = _tracking(raw, other)
+        words += [told] if told else []
+        if tracks and other.noise is not None:
+            relative.append(other)
+    said = "; ".join(words)
+    # Relative to the yardstick (or the compute pace) where it tracks the metric and lets a
+    # smaller change through.
     e = min((x for x in (raw, *relative) if x.noise is not None), key=lambda x: x.mdc,
             default=None)
     if e is None:  # an old baseline that stored NaN: nothing to compare with
@@ -222,10 +237,10 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
             raw.change * e.change <= 0 and raw.noise is not None:
         # The yardstick moved on its own: a verdict relative to it that the values as measured
         # do not show in the same direction would be invented.
+        note = (f"; {e.label} {e.change:+.1%} {verdict.outcome}, but the values as measured "
+                "moved the other way: judged as measured")
         e = raw
-        verdict = _judge(raw, current, now, base, tol, rules, can_confirm,
-                         f"; {RELATIVE} {relative[0].change:+.1%} {verdict.outcome}, but the "
-                         "values as measured moved the other way: judged as measured")
+        verdict = _judge(raw, current, now, base, tol, rules, can_confirm, note)
     # A blind spot is what the noise hides; a wide tolerance is the user's own choice.
     noisy = e.noise.mdc(0.0, rules.alpha) if e.noise is not None else 0.0
     if rules.max_detectable and noisy > rules.max_detectable:

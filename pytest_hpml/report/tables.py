@@ -317,7 +317,8 @@ def comparison_table(records: list[Record], title: str = "Comparison with baseli
                      for r, name, blind in _blind(records))
     if any(YARDSTICK_MARK in row[5] for row in rows):
         notes.append(f"{YARDSTICK_MARK}: the change relative to the machine's yardstick (a "
-                     "memcpy timed between the samples), which takes out the speed the whole "
+                     "memcpy timed between the samples) or to its compute pace (a fixed loop "
+                     "timed after them), which takes out the speed the whole "
                      "machine gained or lost between the runs; the verdict rests on it where "
                      "the runs show that it tracks the metric and its noise is the smaller, "
                      "and never where the values as measured moved the other way")

@@ -95,7 +95,7 @@ def _base(s: Series, saves: list) -> Stored:
     values = [v for save in saves for v in save.values]
     return replace(s.metric, value=values[-1], history=values,
                    history_saves=[len(save.values) for save in saves], samples=None,
-                   relative_history=None, yardstick=None, accepted=None,
+                   relative_history=None, paced_history=None, yardstick=None, accepted=None,
                    history_save_ids=None)
 
 

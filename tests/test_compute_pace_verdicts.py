@@ -1,0 +1,123 @@
+"""The machine's compute pace makes verdicts where the history shows it tracks a metric (issue
+27): a time relative to the pace loop timed beside its samples, judged like the values relative
+to the memcpy yardstick. On 2026-11-27 this machine ran Python-heavy calls at two speeds by
+turns, and the pace loop moved with them test by test (orjson's suite, a save in a slow stretch
+and four compares: the value and the pace moved -44 %/-43 %, -47 %/-44 %, +33 %/+30 %): the
+values as measured spread by tens of percent between saves, relative to the pace by a few."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pytest_hpml.compare.stored import Stored
+from pytest_hpml.compare.verdicts import PACED, Rules, judge_metric
+from pytest_hpml.replicates import Replicates
+from pytest_hpml.results import Metric
+
+WORK = 1e-3  # seconds of the call at the pace of 1.0
+LOOP = 0.6e-3  # seconds of the pace loop at the pace of 1.0
+
+
+def _process(rng: random.Random, pace: float, work: float = WORK) -> tuple[float, float]:
+    """One process: its median time and its compute pace, both moved by the machine's pace."""
+    return work * pace * rng.uniform(0.985, 1.015), LOOP * pace * rng.uniform(0.99, 1.01)
+
+
+def _stored(rng: random.Random, paces: list[float]) -> Stored:
+    """Three saves of three processes each, each save at its own pace of the machine."""
+    runs = [_process(rng, pace) for pace in paces for _ in range(3)]
+    value, loop = runs[-1]
+    return Stored("time", value, "s", "lower", compute_yardstick=loop, notch=0.004,
+                  n=50, history=[v for v, _ in runs], paced_history=[v / p for v, p in runs],
+                  history_saves=[3] * len(paces))
+
+
+def _now(rng: random.Random, pace: float, work: float = WORK) -> tuple[Metric, Replicates]:
+    runs = [_process(rng, pace, work) for _ in range(3)]
+    value, loop = runs[0]
+    samples = [value * rng.uniform(0.99, 1.01) for _ in range(50)]
+    metric = Metric("time", value, "s", "lower", samples=samples, compute_yardstick=loop)
+    return metric, Replicates(tuple(v for v, _ in runs), None, tuple(v / p for v, p in runs))
+
+
+def test_a_slowdown_the_machines_pace_hides_is_caught_relative_to_it() -> None:
+    rng = random.Random(1)
+    base = _stored(rng, [1.0, 1.6, 1.2])
+    # 30 % more work, measured while the machine runs at its fast pace: +8 % as measured
+    # against the last save, within the drift between saves that the raw history shows.
+    metric, now = _now(rng, 1.0, work=1.3 * WORK)
+    verdict = judge_metric(metric, now, base, Rules())
+    assert verdict is not None and verdict.outcome == "regressed", verdict
+    assert verdict.relative and PACED in verdict.basis
+    # As measured alone (no pace beside the values), the same run cannot be told from drift.
+    raw = judge_metric(metric, Replicates(now.values), base, Rules())
+    assert raw is not None and raw.outcome != "regressed", raw
+
+
+def test_the_same_code_at_a_slow_pace_is_unchanged_relative_to_it() -> None:
+    rng = random.Random(2)
+    base = _stored(rng, [1.0, 1.1, 1.0])
+    metric, now = _now(rng, 1.7)  # every call 1.7x slower, the pace loop too: +70 % measured
+    verdict = judge_metric(metric, now, base, Rules())
+    assert verdict is not None and verdict.outcome == "unchanged", verdict
+    assert PACED in verdict.basis
+
+
+def test_a_pace_that_does_not_track_the_metric_is_not_used() -> None:
+    # A memory-bound call keeps its speed while the loop slows (the memcpy and a torch add
+    # kept theirs in the slow stretches): relative to the pace it would spread more.
+    rng = random.Random(3)
+    runs = [(WORK * rng.uniform(0.985, 1.015), LOOP * pace) for pace in (1.0, 1.7, 1.2)
+            for _ in range(3)]
+    base = Stored("time", runs[-1][0], "s", "lower", compute_yardstick=runs[-1][1],
+                  notch=0.004, n=50, history=[v for v, _ in runs],
+                  paced_history=[v / p for v, p in runs], history_saves=[3, 3, 3])
+    values = [WORK * rng.uniform(0.985, 1.015) for _ in range(3)]
+    metric = Metric("time", values[0], "s", "lower", compute_yardstick=LOOP * 1.7,
+                    samples=[values[0] * rng.uniform(0.99, 1.01) for _ in range(50)])
+    now = Replicates(tuple(values), None, tuple(v / (LOOP * 1.7) for v in values))
+    verdict = judge_metric(metric, now, base, Rules())
+    assert verdict is not None and verdict.outcome == "unchanged", verdict
+    assert not verdict.relative
+    assert "the compute pace does not track this metric" in verdict.basis
+
+
+def test_a_pace_seen_over_too_few_runs_makes_no_verdict() -> None:
+    """Two processes a side are four runs: too few to tell whether the pace tracks the call.
+    Judged as measured, +70 % with the pace at +70 % is the machine's move, held back."""
+    rng = random.Random(4)
+    runs = [_process(rng, 1.0) for _ in range(2)]
+    base = Stored("time", runs[-1][0], "s", "lower", compute_yardstick=runs[-1][1],
+                  notch=0.004, n=50, history=[v for v, _ in runs],
+                  paced_history=[v / p for v, p in runs], history_saves=[2])
+    metric, now = _now(rng, 1.7)
+    now = Replicates(now.values[:2], None, now.paced[:2])
+    verdict = judge_metric(metric, now, base, Rules())
+    assert verdict is not None and verdict.outcome == "ambiguous" and not verdict.relative, \
+        verdict
+    assert "compute pace" in verdict.basis
+
+
+def test_a_save_keeps_each_process_relative_to_its_compute_pace(pytester: pytest.Pytester) -> None:
+    """The history relative to the pace is the tail of the history as measured, process for
+    process, save after save, in the user's own baseline file."""
+    import json
+
+    from hpml_testing import FAST, only_baseline_file
+
+    pytester.makepyfile("""
+        def test_sum(hpml):
+            hpml.time(sum, range(2000))
+    """)
+    for _ in range(2):
+        pytester.runpytest_subprocess(*FAST, "--hpml-save-baseline",
+                                      "--hpml-baseline-processes=2", "--hpml-save-budget=all",
+                                      ).assert_outcomes(passed=1)
+    saved = json.loads(only_baseline_file(pytester.path / "baselines").read_text())
+    stored = saved["records"][0]["metrics"][0]
+    assert stored["history_saves"] == [2, 2]
+    assert len(stored["paced_history"]) == len(stored["history"]) == 4
+    for value, paced in zip(stored["history"], stored["paced_history"], strict=True):
+        assert 0 < paced and abs(paced * stored["compute_yardstick"] / value - 1) < 5
