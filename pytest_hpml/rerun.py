@@ -205,12 +205,18 @@ def _get_ready() -> None:
         forkserver.ensure_ready()
 
 
+def _ask_for(modules: list[str]) -> None:
+    """The server's list for its next start: `modules`, and no torch unless they hold it (a
+    start speculated on torch before the tests were known may have asked for it)."""
+    if "torch" not in modules:
+        forkserver.drop_preload("torch")
+    forkserver.add_preload(modules)
+
+
 def _start_in_background(modules: list[str]) -> None:
     if _starting or not forkserver.available():
         return
-    if "torch" not in modules:
-        forkserver.drop_preload("torch")  # asked for where the tests were not known yet
-    forkserver.add_preload(modules)
+    _ask_for(modules)
     thread = threading.Thread(target=_get_ready, name="hpml-forkserver", daemon=True)
     thread.start()
     _starting.append(thread)
@@ -248,10 +254,7 @@ def ready_forkserver(config: pytest.Config) -> float:
     wait for its imports; returns the seconds this took."""
     began = time.monotonic()
     wait_for_forkserver()
-    modules = preload(config)
-    if "torch" not in modules:
-        forkserver.drop_preload("torch")
-    forkserver.add_preload(modules)
+    _ask_for(preload(config))
     forkserver.ensure_ready()
     return time.monotonic() - began
 

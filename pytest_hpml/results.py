@@ -105,7 +105,8 @@ class Metric:
     # them): comparisons may judge the value relative to it (pytest_hpml.measure.yardstick).
     yardstick: float | None = None
     # The machine's compute pace during the timing (seconds of the yardstick's loop), and
-    # whether the samples moved with it: a verdict the pace explains is held back.
+    # whether the samples moved with it: a verdict the pace explains is held back, and a time
+    # is judged relative to it where the history shows it tracks (`paced`).
     compute_yardstick: float | None = None
     pace_tracked: bool | None = None
     # Spread of the samples, for printing "median ± IQR".

@@ -14,9 +14,10 @@ shared core ran compute-bound calls at two speeds by turns, for a few hundred mi
 each (torch.rand of 2M floats 8.0 or 14.5 ms, a Python loop 0.60 or 1.07 ms) while the memcpy
 and a torch add kept their pace (2.0 ms, 1.2 ms). So a compute-bound reference, a fixed Python
 loop, is timed beside each copy, and each chunk of samples is paced by the loop timed right
-after it: the machine's compute pace during the timing (Metric.compute_yardstick), which a
-comparison uses only to hold back a verdict that the machine's own move explains
-(compare/machine_moves.py), never to make one.
+after it: the machine's compute pace during the timing (Metric.compute_yardstick). A
+comparison holds back a verdict that the machine's own move explains (compare/machine_moves.py),
+and judges a time relative to its pace where the history shows the pace tracks it
+(compare/verdicts.py).
 """
 
 from __future__ import annotations
