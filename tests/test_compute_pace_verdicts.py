@@ -85,6 +85,36 @@ def test_a_pace_that_does_not_track_the_metric_is_not_used() -> None:
     assert "the compute pace does not track this metric" in verdict.basis
 
 
+
+def test_a_slowdown_beside_a_pace_move_is_judged_where_the_pace_never_tracked() -> None:
+    """A call that waits (a sleep) keeps its time while the pace loop moves: nine runs show the
+    pace does not track it. 50 % more waiting, measured while a neighbour slowed the loop by
+    about as much, is the code's: a regression, not the machine's move held back (under a CPU
+    hog a sleep 50 % longer read +6.4 % relative to a pace moved +40.7 %, and was held back)."""
+    rng = random.Random(5)
+    paces = (1.0, 1.7, 1.2)
+    runs = [(WORK * rng.uniform(0.985, 1.015), LOOP * pace * rng.uniform(0.99, 1.01))
+            for pace in paces for _ in range(3)]
+    base = Stored("time", runs[-1][0], "s", "lower", compute_yardstick=runs[-1][1],
+                  notch=0.004, n=50, history=[v for v, _ in runs],
+                  paced_history=[v / p for v, p in runs], history_saves=[3, 3, 3])
+    loop = runs[-1][1] * 1.45  # the pace moved with the slowdown: +3 % left relative to it
+    values = [1.5 * WORK * rng.uniform(0.995, 1.005) for _ in range(3)]
+    metric = Metric("time", values[0], "s", "lower", compute_yardstick=loop,
+                    samples=[values[0] * rng.uniform(0.99, 1.01) for _ in range(50)])
+    now = Replicates(tuple(values), None, tuple(v / loop for v in values))
+    verdict = judge_metric(metric, now, base, Rules())
+    assert verdict is not None and verdict.outcome == "regressed", verdict
+    assert "the compute pace does not track this metric" in verdict.basis
+    # Without the pace's history (a baseline from before it was kept), the same move is held
+    # back as the machine's: nothing says the pace does not explain it.
+    blind = Stored("time", base.value, "s", "lower", compute_yardstick=base.compute_yardstick,
+                   notch=0.004, n=50, history=list(base.history),
+                   history_saves=[3, 3, 3])
+    held = judge_metric(metric, Replicates(now.values), blind, Rules())
+    assert held is not None and held.outcome == "ambiguous" and "compute pace" in held.basis, \
+        held
+
 def test_a_pace_seen_over_too_few_runs_makes_no_verdict() -> None:
     """Two processes a side are four runs: too few to tell whether the pace tracks the call.
     Judged as measured, +70 % with the pace at +70 % is the machine's move, held back."""

@@ -218,9 +218,12 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
                        blind=f"{said}: until then a change of this metric cannot be seen")
     raw, *others = [_weigh(e, current, base, tol, rules) for e in _series(now, base)]
     relative, words = [], []
+    pace_tracks: bool | None = None  # what the history says of the compute pace, if enough
     for other in others:  # the yardstick's series, the compute pace's
         tracks, told = _tracking(raw, other)
         words += [told] if told else []
+        if other.label == PACED and told:
+            pace_tracks = tracks
         if tracks and other.noise is not None:
             relative.append(other)
     said = "; ".join(words)
@@ -248,7 +251,7 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
                                                     rules.alpha, advice))
     if verdict.outcome in ("regressed", "improved", SUSPECT):
         # Held back where the machine's own moves explain it (compare/machine_moves.py).
-        verdict = machine_moves.held_back(verdict, current, base, tol) or verdict
+        verdict = machine_moves.held_back(verdict, current, base, tol, pace_tracks) or verdict
     return verdict
 
 
