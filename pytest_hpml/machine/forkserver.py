@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 _preload: list[str] = []
+#: The server imports this last, whatever the list: it freezes the heap the imports made.
+FROZEN_HEAP = "pytest_hpml.machine.frozen_heap"
 
 
 def available() -> bool:
@@ -46,7 +48,7 @@ def add_preload(modules: Iterable[str]) -> list[str]:
         if name not in _preload:
             _preload.append(name)
     if available():
-        server.set_forkserver_preload(list(_preload))
+        server.set_forkserver_preload([*_preload, FROZEN_HEAP])
     return list(_preload)
 
 
@@ -68,6 +70,7 @@ def ensure_running() -> None:
     """Start the server now (if it is not running) with the preload list as it stands; it
     imports that list in the background (multiprocessing returns once it is spawned)."""
     if available():
+        add_preload(())  # the list as it stands, the frozen heap last
         server.ensure_running()
         if not _ended_at_exit:
             _ended_at_exit.append(os.getpid())
@@ -96,7 +99,8 @@ def preloaded() -> list[str] | None:
     state = getattr(server, "_forkserver", None)
     if getattr(state, "_forkserver_pid", None) is None:
         return None
-    return list(getattr(state, "_preload_modules", None) or [])
+    return [name for name in getattr(state, "_preload_modules", None) or []
+            if name != FROZEN_HEAP]
 
 
 def stop() -> None:
