@@ -136,17 +136,27 @@ class Metric:
             raise ValueError(f"metric {self.name!r}: tolerance must be >= 0, got {self.tolerance}")
         self.value = _plain_number(self.value, self.name)
         if self.samples is not None:
-            self.samples = [_plain_number(v, self.name) for v in self.samples]
-            for i, v in enumerate(self.samples):
-                if not math.isfinite(v):
-                    # One broken sample would poison every statistic of the metric.
-                    raise ValueError(f"metric {self.name!r}: sample {i} is {v}; samples must "
-                                     "be finite numbers")
+            # A timing's samples are floats already (10k of them for a 10 us call, in every
+            # process): only other numbers go through the conversion one by one.
+            samples = list(self.samples)
+            if not all(type(v) is float for v in samples):
+                samples = [_plain_number(v, self.name) for v in samples]
+            self.samples = samples
             try:
-                math.fsum(self.samples)  # every statistic of the samples sums them
+                total = math.fsum(samples)  # every statistic of the samples sums them
             except OverflowError:
-                raise ValueError(f"metric {self.name!r}: samples near {max(self.samples):g} "
-                                 "overflow a float64 sum; record them in a larger unit") from None
+                if all(map(math.isfinite, samples)):
+                    raise ValueError(f"metric {self.name!r}: samples near {max(samples):g} "
+                                     "overflow a float64 sum; record them in a larger unit"
+                                     ) from None
+                total = math.nan
+            except ValueError:  # inf and -inf among them
+                total = math.nan
+            if not math.isfinite(total):
+                # One broken sample would poison every statistic of the metric.
+                i, v = next((i, v) for i, v in enumerate(samples) if not math.isfinite(v))
+                raise ValueError(f"metric {self.name!r}: sample {i} is {v}; samples must "
+                                 "be finite numbers")
         if self.kind == "measured" and self.unit == "s":
             negative = [v for v in [self.value, *(self.samples or [])] if v < 0]
             if negative:
@@ -179,7 +189,11 @@ class Metric:
         return self.kind == "measured"
 
     def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items() if v is not None}
+        # Every field is a plain value or a list of floats: a shallow copy, where asdict's
+        # deep copy of each sample took 0.06 s per 10k samples.
+        data = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        data = {k: list(v) if isinstance(v, list) else v for k, v in data.items()
+                if v is not None}
         if not data.get("exact"):
             data.pop("exact", None)  # the default: keeps files small and old files readable
         if data.get("kind") == "measured":

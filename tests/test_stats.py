@@ -100,3 +100,21 @@ def test_t_quantile_matches_the_tables_in_both_tails() -> None:
     assert t_quantile(0.5, 7.0) == 0.0
     with pytest.raises(ValueError, match="p must be in"):
         t_quantile(1.0, 3.0)
+
+
+def test_float_stdev_agrees_with_the_exact_one() -> None:
+    """The float standard deviation of timings (10k samples, spread over decades and bunched
+    near one value alike) within 1e-12 of statistics' exact one, sample and population."""
+    import random
+    import statistics
+
+    from pytest_hpml.measure.stats import float_stdev
+
+    rng = random.Random(7)
+    for data in ([rng.lognormvariate(-9, 1.5) for _ in range(10_000)],
+                 [1e-3 + rng.gauss(0, 1e-9) for _ in range(5_000)], [2.5, 2.5], [1.0, 4.0]):
+        assert float_stdev(data) == pytest.approx(statistics.stdev(data), rel=1e-12, abs=1e-300)
+        assert float_stdev(data, population=True) == pytest.approx(statistics.pstdev(data),
+                                                                   rel=1e-12, abs=1e-300)
+    assert float_stdev([3.0]) == 0.0 and float_stdev([3.0], population=True) == 0.0
+    assert float_stdev([]) == 0.0

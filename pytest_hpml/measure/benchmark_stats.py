@@ -8,7 +8,7 @@ import math
 import statistics
 from typing import Any
 
-from pytest_hpml.measure.stats import quantile
+from pytest_hpml.measure.stats import float_stdev, quantile
 
 
 class BenchmarkStats:
@@ -61,7 +61,7 @@ class BenchmarkStats:
 
     @property
     def stddev(self) -> float:
-        return statistics.stdev(self.data) if len(self.data) > 1 else 0.0
+        return float_stdev(self.data)
 
     @property
     def ld15iqr(self) -> float:

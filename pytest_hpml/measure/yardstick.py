@@ -30,6 +30,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from pytest_hpml.measure.stats import float_stdev
+
 #: Bytes copied per yardstick run: beyond the CPU's caches, a few milliseconds.
 NBYTES = 16 * 2**20
 #: Samples between yardstick runs are chosen so the yardstick takes about 1 / (1 + RATIO)
@@ -96,6 +98,8 @@ class YardstickClock:
         self._timed: list[float] = []
         self._paced: list[float] = []
         self._sample_seconds: float | None = None  # one sample's duration, last seen
+        self._pace_of: tuple[tuple[int, int], tuple[float | None, bool]] = ((-1, -1),
+                                                                            (None, False))
 
     def _chunk(self, left: int) -> int:
         if self._sample_seconds is None or not self.runs:
@@ -126,8 +130,25 @@ class YardstickClock:
         """The yardstick's median in seconds, once it ran often enough to have one."""
         return statistics.median(self.runs) if len(self.runs) >= MIN_RUNS else None
 
+    def _pace_figures(self) -> tuple[float | None, bool]:
+        """(compute_seconds, tracks_pace) for the samples taken so far, worked out once per
+        count of samples: the timing and the metric it stamps both read them."""
+        seen = (len(self._timed), len(self.compute_runs))
+        if self._pace_of[0] != seen:
+            self._pace_of = (seen, (self._compute_seconds(), self._tracks_pace()))
+        return self._pace_of[1]
+
     @property
     def compute_seconds(self) -> float | None:
+        """The machine's compute pace during the timing (_compute_seconds)."""
+        return self._pace_figures()[0]
+
+    @property
+    def tracks_pace(self) -> bool:
+        """Whether the samples moved with the compute pace (_tracks_pace)."""
+        return self._pace_figures()[1]
+
+    def _compute_seconds(self) -> float | None:
         """The machine's compute pace during the timing, in seconds of the reference loop: the
         samples' median over their median paced chunk by chunk (each sample over the loop
         timed right after it), so that a run which caught slow stretches for some of its
@@ -138,16 +159,15 @@ class YardstickClock:
         paced = statistics.median(self._paced)
         return statistics.median(self._timed) / paced if paced > 0 else None
 
-    @property
-    def tracks_pace(self) -> bool:
+    def _tracks_pace(self) -> bool:
         """Whether the samples moved with the compute pace within this run: pacing them by the
         loop timed next to them narrows their spread (a compute-bound call in a run that
         caught slow stretches). A memory-bound call keeps its speed while the loop slows, and a
         run at one pace shows nothing: neither may have its verdict explained by the pace."""
         if len(self._timed) < MIN_RUNS:
             return False
-        raw = statistics.pstdev(math.log(v) for v in self._timed if v > 0)
-        paced = statistics.pstdev(math.log(v) for v in self._paced if v > 0)
+        raw = float_stdev([math.log(v) for v in self._timed if v > 0], population=True)
+        paced = float_stdev([math.log(v) for v in self._paced if v > 0], population=True)
         return raw >= PACE_MIN_SPREAD and paced <= PACE_TRACKING_RATIO * raw
 
     def warnings(self) -> list[str]:

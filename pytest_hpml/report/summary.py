@@ -9,6 +9,7 @@ import math
 import statistics
 from dataclasses import replace
 
+from pytest_hpml.measure.stats import float_stdev
 from pytest_hpml.report.tables import Table, in_report_order
 from pytest_hpml.report.units import format_value
 from pytest_hpml.results import Metric, Record
@@ -34,7 +35,7 @@ def _statistic(metric: Metric, key: str) -> float:
         return max(samples)
     if key == "mean":
         return statistics.fmean(samples)
-    return statistics.stdev(samples) if len(samples) > 1 else 0.0
+    return float_stdev(samples)
 
 
 def _range(metric: Metric) -> list[str]:
