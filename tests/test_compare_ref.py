@@ -77,7 +77,8 @@ def _run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict]
 def test_the_code_at_ref_comes_from_its_worktree_and_is_judged(
         pytester: pytest.Pytester, project: Path) -> None:
     _package(project, 1000)  # the working tree halves the work
-    result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD")
+    # -all: an improvement is measured again too (only the worse way is, by default).
+    result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD", "--hpml-compare-ref-all")
     result.assert_outcomes(passed=1)
     verdict = verdicts[("test_work", "work_units")]
     assert verdict["outcome"] == "improved" and verdict["change"] == pytest.approx(-0.5)
@@ -109,18 +110,24 @@ def test_more_work_than_at_ref_fails_the_test_with_its_basis(
     assert len(_imported_from()) == 6
 
 
-@pytest.mark.parametrize("work, processes", [(2000, 2), (1000, 6)])
-def test_only_a_suspected_test_is_measured_again(pytester: pytest.Pytester, project: Path,
-                                                 work: int, processes: int) -> None:
+@pytest.mark.parametrize("work, processes, outcome", [
+    (2000, 2, "unchanged"), (3000, 6, "regressed"), (1000, 2, "ambiguous")])
+def test_only_a_suspected_slowdown_is_measured_again(
+        pytester: pytest.Pytester, project: Path, work: int, processes: int,
+        outcome: str) -> None:
     # Unchanged after the first pair of processes (the test's own and one at HEAD): done. A
-    # measured figure that moved is measured again, up to 3 processes on each side; an exact
-    # figure alone would not be (the same in every process).
+    # measured figure that moved the worse way is measured again, up to 3 processes on each
+    # side; an exact figure alone would not be (the same in every process). One that moved
+    # the better way is not, and one pair's improvement is said as unconfirmed.
     _package(project, work)
     result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD")
-    result.assert_outcomes(passed=1)
-    assert verdicts[("test_work", "seconds")]["outcome"] == (
-        "unchanged" if work == 2000 else "improved")
+    result.assert_outcomes(**({"failed": 1} if outcome == "regressed" else {"passed": 1}))
+    verdict = verdicts[("test_work", "seconds")]
+    assert verdict["outcome"] == outcome, verdict
     assert len(_imported_from()) == processes
+    if outcome == "ambiguous":
+        assert verdict["basis"].startswith("an improvement in one process a side, not "
+                                           "measured again (--hpml-compare-ref-all")
 
 
 def test_a_test_that_is_not_at_ref_is_new(pytester: pytest.Pytester, project: Path) -> None:
@@ -185,7 +192,8 @@ def test_xdist_workers_measure_at_the_controllers_worktree(
     _git(project, "add", "-A")
     _git(project, "commit", "-qm", "two files")
     _package(project, 1000)
-    result, verdicts = _run(pytester, "-n", "2", "--hpml-compare-ref=HEAD")
+    result, verdicts = _run(pytester, "-n", "2", "--hpml-compare-ref=HEAD",
+                            "--hpml-compare-ref-all")
     result.stdout.fnmatch_lines(["*2 workers*"])
     result.assert_outcomes(passed=2)
     assert verdicts[("test_more", "work_units")]["outcome"] == "improved"

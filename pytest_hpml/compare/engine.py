@@ -180,13 +180,26 @@ def suspected(record: Record) -> bool:
     return any(v.outcome == SUSPECT for v in record.verdicts.values())
 
 
-def unsettled(record: Record) -> bool:
+def unsettled(record: Record, worse_only: bool = False) -> bool:
     """Whether more processes could change a verdict of the row: one that is not `unchanged`
     (nor new, missing or incomparable, which no measurement changes), of a figure that is not
-    exact (an exact figure is the same in every process)."""
+    exact (an exact figure is the same in every process). worse_only: only a change the worse
+    way (or one with no number to point a way) can; an apparent improvement fails nothing."""
     return any(v.outcome not in ("unchanged", "new", "missing", "incomparable")
                and not (m is not None and m.exact)
+               and (not worse_only or m is None or _points_worse(m, v))
                for name, v in record.verdicts.items() for m in [record.metric(name)])
+
+
+def _points_worse(metric: Metric, verdict: Verdict) -> bool:
+    """Whether the verdict's change is the metric's worse way (a change that is not a number
+    counts as worse: it says nothing either way). A metric with no better way has none."""
+    if metric.better is None:
+        return False
+    change = verdict.change
+    if change is None or not math.isfinite(change):
+        return True
+    return change > 0 if metric.better == "lower" else change < 0
 
 
 # -- measuring again ------------------------------------------------------------------------------
