@@ -230,7 +230,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "fresh processes, interleaved; no stored baseline")
     add_option(parser, "--hpml-compare-ref-all", action="store_true", rerun=False,
                help="with --hpml-compare-ref: measure every test again on both sides, not "
-                    "only those the first pair of processes suspects")
+                    "only those the first pair of processes shows slower (an improvement is "
+                    "then confirmed too)")
     add_option(parser, "--hpml-compare-ref-processes", pin=True, rerun=False,
                type=positive(int), default=DEFAULT_PROCESSES, metavar="N",
                help="with --hpml-compare-ref: processes on each side behind the verdict of a "
