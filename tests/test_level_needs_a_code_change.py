@@ -73,6 +73,25 @@ def test_a_move_at_the_same_commit_is_kept_in_the_history(repo: pytest.Pytester)
     compared.assert_outcomes(passed=1)
 
 
+def test_a_baselines_folder_outside_the_repository_keeps_the_same_commit_rule(
+        repo: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A team keeps its baselines in another checkout (the baseline branch's): git refused
+    the folder as a pathspec to leave out ("is outside repository"), so every tree read as
+    dirty, saves of one commit started new levels on a mode switch, and 5 of 20 unchanged
+    compares of tools/verdict_benchmark.py --user-suite failed on its bimodal benchmark."""
+    outside = tmp_path_factory.mktemp("baseline-branch")
+    where = f"--hpml-baselines={outside}"
+    repo.runpytest(*save_in_processes(3), where).assert_outcomes(passed=1)
+    (repo.path / "slow-mode").touch()
+    second = repo.runpytest(*save_in_processes(3), where)
+    second.assert_outcomes(passed=1)
+    second.stdout.fnmatch_lines(["*without starting a new level*at the commit of the save "
+                                 "before (*)*"])
+    document = json.loads(next(outside.glob("*.json")).read_text())
+    stored = next(m for r in document["records"] for m in r["metrics"] if m["name"] == "time")
+    assert "accepted" not in stored and len(stored["history"]) == 6, stored
+
+
 def test_a_move_after_a_commit_starts_a_new_level(repo: pytest.Pytester) -> None:
     _save(repo)
     (repo.path / "test_nap.py").write_text(
