@@ -207,8 +207,8 @@ def main() -> None:
                         help="add: a 2M-element torch add; slow-tail: allocate, add and sum 2M "
                              "floats, a tenth of the calls ten times slower (add)")
     parser.add_argument("--save-budget", default=None,
-                        help="pytest-hpml's --hpml-save-budget for the one save (default: the "
-                             "plugin's, half the run's time; all: every fresh process)")
+                        help="pytest-hpml's --hpml-save-budget for its saves (default: the "
+                             "plugin's, 0.4 of the run's time; all: every fresh process)")
     suite = parser.add_argument_group("suite mode")
     suite.add_argument("--suite", action="store_true",
                        help="a suite of twelve benchmarks over a working day (verdict_suite.py)")
@@ -239,7 +239,8 @@ def main() -> None:
     if args.user_suite:
         out = args.out if args.out != parser.get_default("out") else ROOT / "hpml-out" / "user"
         found = verdict_user_suite.run_user_suite(out, args.saves, args.unchanged,
-                                                  commit_each_save=args.commit_each_save)
+                                                  commit_each_save=args.commit_each_save,
+                                                  save_budget=args.save_budget)
         print()
         print(verdict_user_suite.user_suite_table(found))
         return

@@ -86,9 +86,10 @@ def _must_pass(what: str, run: Run) -> None:
 
 
 def run_user_suite(out: Path, saves: int, unchanged: int, log=print,
-                   commit_each_save: bool = False) -> Found:
+                   commit_each_save: bool = False, save_budget: str | None = None) -> Found:
     """`commit_each_save`: an empty commit before each save after the first, as a team saves
-    once per push to main (each save measures another commit of the same code)."""
+    once per push to main (each save measures another commit of the same code);
+    `save_budget`: pytest-hpml's --hpml-save-budget for the saves (None: its default)."""
     hpml_dir, bench_dir = copy_suite(out / "hpml"), copy_suite(out / "benchmark")
     history = out / "hpml-baselines"
     shutil.rmtree(history, ignore_errors=True)
@@ -101,7 +102,8 @@ def run_user_suite(out: Path, saves: int, unchanged: int, log=print,
         plain = pytest_run(hpml_dir, hpml, quiet=False)  # as a user runs it: the table shows
         _must_pass("a plain run under pytest-hpml", plain)
         found.table_printed |= TABLE_TITLE in plain.output
-        save = pytest_run(hpml_dir, [*hpml, "--hpml-save-baseline",
+        budget = [f"--hpml-save-budget={save_budget}"] if save_budget else []
+        save = pytest_run(hpml_dir, [*hpml, "--hpml-save-baseline", *budget,
                                      f"--hpml-baselines={history}"], quiet=False)
         _must_pass("a save under pytest-hpml", save)
         found.plain.append(plain.seconds)
