@@ -16,6 +16,11 @@ from pathlib import Path
 import pytest
 from hpml_testing import FAST, save_in_processes
 
+#: The modes are sleeps, the code's by construction: no machine's move explains them. Under a
+#: CPU hog the compute pace moved with a 10x sleep and the save held the move back as the
+#: machine's (no level, no line), so these runs time without the yardstick.
+OWN = ("--hpml-yardstick=off",)
+
 # The "mode" is a file the code reads, untracked (git status leaves untracked files aside, as
 # a process's hash seed or memory layout is nobody's commit): 2 ms without it, 20 ms with it,
 # a move that 3 processes a side tell from noise under a CPU hog too (at 6 ms, a hog spread a
@@ -49,7 +54,7 @@ def repo(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def _save(pytester: pytest.Pytester) -> pytest.RunResult:
-    result = pytester.runpytest(*save_in_processes(3))
+    result = pytester.runpytest(*save_in_processes(3), *OWN)
     result.assert_outcomes(passed=1)
     return result
 
@@ -69,7 +74,7 @@ def test_a_move_at_the_same_commit_is_kept_in_the_history(repo: pytest.Pytester)
     stored = _stored(repo)
     assert "accepted" not in stored and len(stored["history"]) == 6, stored  # both modes
     # The next process in the slow mode is no regression: the history has seen it.
-    compared = repo.runpytest(*FAST, "--hpml-compare")
+    compared = repo.runpytest(*FAST, *OWN, "--hpml-compare")
     compared.assert_outcomes(passed=1)
 
 
@@ -81,9 +86,9 @@ def test_a_baselines_folder_outside_the_repository_keeps_the_same_commit_rule(
     compares of tools/verdict_benchmark.py --user-suite failed on its bimodal benchmark."""
     outside = tmp_path_factory.mktemp("baseline-branch")
     where = f"--hpml-baselines={outside}"
-    repo.runpytest(*save_in_processes(3), where).assert_outcomes(passed=1)
+    repo.runpytest(*save_in_processes(3), *OWN, where).assert_outcomes(passed=1)
     (repo.path / "slow-mode").touch()
-    second = repo.runpytest(*save_in_processes(3), where)
+    second = repo.runpytest(*save_in_processes(3), *OWN, where)
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines(["*without starting a new level*at the commit of the save "
                                  "before (*)*"])
@@ -134,4 +139,4 @@ def test_a_move_back_to_the_level_before_the_last_accepted_change_is_a_mode(
             (pytester.path / "slow-mode").touch()
         else:
             (pytester.path / "slow-mode").unlink()
-        pytester.runpytest(*FAST, "--hpml-compare").assert_outcomes(passed=1)
+        pytester.runpytest(*FAST, *OWN, "--hpml-compare").assert_outcomes(passed=1)
