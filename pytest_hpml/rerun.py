@@ -197,9 +197,14 @@ def preload(config: pytest.Config | None = None, torch: bool | None = None) -> l
 
 
 _starting: list[threading.Thread] = []  # the forkserver's start, while it imports
+#: Held while a background start spawns the server: the collection's end then knows whether a
+#: server runs with the list asked before (under a CPU hog it ended mid-spawn: torch for all).
+_spawning = threading.Lock()
 
 
 def _get_ready() -> None:
+    with _spawning:
+        forkserver.ensure_running()
     # A server stopped while it imports (a lean one replaces it) ends its probe with an error.
     with contextlib.suppress(Exception):
         forkserver.ensure_ready()
@@ -274,8 +279,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not session.config.stash.get(_WANTED, False):
         return
     lean = preload(session.config)
-    if "torch" in (forkserver.preloaded() or []) and "torch" not in lean:
-        forkserver.stop()  # started for torch, which these tests never import
+    if "torch" not in lean and "torch" in forkserver.add_preload(()):
+        # A start speculated on torch, which these tests never import. From here every start
+        # is lean (multiprocessing restarts a stopped server for the next process it forks);
+        # a server already spawned, with torch, is stopped.
+        with _spawning:
+            spawned = forkserver.preloaded() is not None
+            _ask_for(lean)
+            if spawned:
+                forkserver.stop()
         wait_for_forkserver()
     if forkserver.preloaded() is None:
         _start_in_background(lean)

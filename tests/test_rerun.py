@@ -264,6 +264,40 @@ def test_the_first_test_waits_until_the_forkserver_has_imported_its_preload_list
     assert (pytester.path / "torch-in-a-fresh-process.txt").read_text() == "False"
 
 
+
+def test_a_collection_that_ends_while_the_server_spawns_still_gets_a_lean_one(
+        pytester: pytest.Pytester) -> None:
+    """The speculative start with torch spawns its server in a thread; under a CPU hog the
+    collection of a suite without torch ended before the spawn, found no server to stop, and
+    the fresh processes came with torch. A spawn slowed by 2 s shows the collection waiting
+    for it and replacing the server."""
+    pytester.makeconftest("""
+        import time
+        from multiprocessing import forkserver as server
+
+        spawn = server.ensure_running
+
+        def slow_spawn():
+            time.sleep(2.0)
+            spawn()
+
+        server.ensure_running = slow_spawn
+    """)
+    pytester.makepyfile("""
+        import sys
+        from pathlib import Path
+
+        def test_lean(hpml):
+            Path(f"torch-{len(list(Path().glob('torch-*')))}.txt").write_text(
+                str("torch" in sys.modules))
+            hpml.time(lambda: None)
+    """)
+    pytester.runpytest_subprocess(*FAST[:-1], "--hpml-save-baseline",
+                                  "--hpml-baseline-processes=2", "--hpml-save-budget=all",
+                                  ).assert_outcomes(passed=1)
+    seen = [(pytester.path / f"torch-{i}.txt").read_text() for i in range(2)]
+    assert seen == ["False", "False"], seen
+
 def test_the_forkserver_ends_with_the_run(pytester: pytest.Pytester) -> None:
     """The server holds the run's standard output; left to end on its own, it tore down torch
     for 0.5 s more after the run had exited, and a pipe reading the output (a CI log) waited
