@@ -154,9 +154,7 @@ class RefRun:
         rounds = {"done": 0}
 
         def judge_all(left: int) -> None:
-            for record in records:
-                engine.judge(record, source.stored(record.id), rules, 0, source.advice,
-                             said=source.label)
+            engine.judge_rows(records, source.stored, rules, 0, source.advice, source.label)
 
         def measure_pair(pending: list[Record]) -> None:
             # Alternate which side goes first, so neither always follows the other.

@@ -122,9 +122,8 @@ class Save:
         found = baselines.load(self.stored.path) if self.stored.path.exists() else None
         if found is None:
             return
-        for record in records:
-            if not record.verdicts:
-                engine.judge(record, found.metrics_for(record.id), self.stored.rules)
+        engine.judge_rows([r for r in records if not r.verdicts], found.metrics_for,
+                          self.stored.rules)
 
     def write(self) -> list[Path]:
         records = self.run.records

@@ -171,12 +171,13 @@ class BaselineRun:
         rules = self.source.rules(self.rules)
 
         def judge_all(left: int) -> None:
-            for record in records:
-                engine.judge(record, self.source.stored(record.id), rules, left,
-                             self.source.advice)
+            engine.judge_rows(records, self.source.stored, rules, left, self.source.advice)
 
+        # A fresh process measures every row of the test: each row gets its values, not only
+        # the suspected ones (a sweep's rows pool their spread, and rows picked for an extreme
+        # first value would show it alone).
         engine.settle(records, judge_all, engine.suspected,
-                      lambda pending: self.measure_again(item, pending, 1, "confirmation"),
+                      lambda _pending: self.measure_again(item, records, 1, "confirmation"),
                       self.confirm if may_confirm else 0)
         lines = [line for r in records for line in engine.failures(r, rules)]
         return lines + self.vanished_rows(item, records)

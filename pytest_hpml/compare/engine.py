@@ -9,7 +9,9 @@ mapping of Stored metrics per row) and in how they measure again; the engine
 - checks that the evidence measures the same thing: units converted where they are
   commensurable (5 ms and 0.010 s), refused where they are not (s and B/s), a direction that
   flipped refused (`incomparable`), a measured figure turned into a setting `missing`;
-- judges each metric (verdicts.judge_metric), then lets a metric derived from a timing follow
+- judges each metric (verdicts.judge_metric), the rows of a test that record the same metric
+  as one family (compare/families.py: a sweep's rows share the test's alpha and their spread
+  between processes), then lets a metric derived from a timing follow
   its timing's verdict, and marks what the evidence has and the row lacks `missing`;
 - settles suspected changes by measuring again, within a budget of processes and seconds
   (settle), and says the failing verdicts in one line each (failures).
@@ -23,9 +25,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from pytest_hpml.compare.families import MIN_POOLED_ROWS, Family, RowSeries, pooled_spread
 from pytest_hpml.compare.noise import Advice
 from pytest_hpml.compare.stored import Stored
-from pytest_hpml.compare.verdicts import SUSPECT, Rules, judge_metric
+from pytest_hpml.compare.verdicts import SUSPECT, Rules, judge_metric, series
 from pytest_hpml.report.units import conversion, format_change, format_value
 from pytest_hpml.results import Metric, Record, Replicates, Verdict
 
@@ -120,10 +123,54 @@ def _same_quantity(current: Metric, base: Stored) -> tuple[Stored | None, Verdic
         f"the baseline's values converted from {base.unit} to {current.unit}")
 
 
+#: A test's families, by (test, metric name).
+Families = dict[tuple[str, str], Family]
+
+
+def families(records: list[Record], bases: dict[str, dict[str, Stored]]) -> Families:
+    """The families of `records` (each row's evidence in `bases`, by row id): per test and
+    metric, the rows that record the metric against evidence, and the spread between processes
+    they show together where they are MIN_POOLED_ROWS or more."""
+    members: dict[tuple[str, str], list[tuple[Replicates, Stored]]] = {}
+    for record in records:
+        base = bases.get(record.id, {})
+        for m in record.metrics:
+            old = base.get(m.name)
+            if m.compared and not m.exact and old is not None and not old.exact:
+                members.setdefault((record.test, m.name), []).append(
+                    (record.values_of(m.name), old))
+    found: Families = {}
+    for key, rows in members.items():
+        if len(rows) < 2:
+            continue
+        by_label: dict[str, list[RowSeries]] = {}
+        if len(rows) >= MIN_POOLED_ROWS:
+            for now, old in rows:
+                for e in series(now, old):
+                    by_label.setdefault(e.label, []).append((e.history, e.saves, e.now))
+        spreads = {label: spread for label, rs in by_label.items()
+                   if (spread := pooled_spread(rs)) is not None}
+        found[key] = Family(len(rows), spreads)
+    return found
+
+
+def judge_rows(records: list[Record], stored_of: Callable[[str], dict[str, Stored]],
+               rules: Rules, can_confirm: int = 0, advice: Advice | None = None,
+               said: str = "") -> None:
+    """judge() every row of `records` against `stored_of(row id)`, each test's rows that record
+    the same metric as one family."""
+    bases = {record.id: stored_of(record.id) for record in records}
+    found = families(records, bases)
+    for record in records:
+        judge(record, bases[record.id], rules, can_confirm, advice, said, found)
+
+
 def judge(record: Record, base: dict[str, Stored], rules: Rules, can_confirm: int = 0,
-          advice: Advice | None = None, said: str = "") -> None:
+          advice: Advice | None = None, said: str = "", families: Families | None = None
+          ) -> None:
     """Fill `record.verdicts` against `base` (the evidence's metrics of the same row); `said`
-    opens each verdict's basis (what the evidence is, where that is not the stored baseline)."""
+    opens each verdict's basis (what the evidence is, where that is not the stored baseline);
+    `families`: the run's, where the row is one of a test's several (judge_rows)."""
     verdicts: dict[str, Verdict] = {}
     for m in record.metrics:
         old = base.get(m.name)
@@ -142,8 +189,9 @@ def judge(record: Record, base: dict[str, Stored], rules: Rules, can_confirm: in
         if refused is not None:
             verdicts[m.name] = refused
             continue
+        family = families.get((record.test, m.name)) if families else None
         verdict = judge_metric(m, record.values_of(m.name), converted, rules, can_confirm,
-                               advice)
+                               advice, family)
         if verdict is not None and note:
             verdict = replace(verdict, basis=f"{verdict.basis}; {note}")
         verdicts[m.name] = verdict

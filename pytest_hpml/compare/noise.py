@@ -21,10 +21,11 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 
 from pytest_hpml.compare.advice import Advice
-from pytest_hpml.measure.stats import t_quantile
+from pytest_hpml.measure.stats import float_stdev, t_quantile
 from pytest_hpml.report.units import DETECTABLE_SHOWN_UP_TO
 
 #: Assumed drift of a time or a rate between occasions until the history has seen it.
@@ -75,6 +76,8 @@ class Noise:
     saves: int = 1  # occasions in the stored history
     runs_now: int = 1
     runs_before: int = 1
+    pooled_rows: int = 0  # floored by what this many rows of the test show (families.py)
+    pooled_drift: bool = False  # the drift is the family's (its rows' changes)
 
     def threshold(self, alpha: float, runs_now: int | None = None,
                   extra_dof: int = 0) -> float:
@@ -101,7 +104,9 @@ class Noise:
     def mdc(self, tolerance: float, alpha: float, runs_now: int | None = None,
             extra_dof: int = 0) -> float:
         """The minimum detectable change (relative), never below the tolerance."""
-        return max(tolerance, math.expm1(self.threshold(alpha, runs_now, extra_dof)))
+        threshold = self.threshold(alpha, runs_now, extra_dof)
+        # Beyond e^700 no change is detectable: a tiny alpha over few degrees of freedom.
+        return max(tolerance, math.expm1(threshold) if threshold < 700 else math.inf)
 
     def processes_for(self, limit: float, alpha: float, most: int = 20) -> int | None:
         """Processes on each side that would bring the detectable change under `limit` with
@@ -136,9 +141,14 @@ class Noise:
         else:
             parts.append(f"between-run spread unknown ({self.runs_before} stored run, "
                          f"{self.runs_now} current)")
+        if self.pooled_rows:
+            parts[-1] += f" (at least what the test's {self.pooled_rows} rows show together)"
         if self.within:
             parts.append(f"within-run {pct(self.within)}")
-        if self.drift_dof:
+        if self.pooled_drift:
+            parts.append(f"drift between occasions {pct(self.drift)}, as far as the test's "
+                         f"{self.pooled_rows} rows moved apart between them")
+        elif self.drift_dof:
             parts.append(f"drift between occasions {pct(self.drift)}, learned from "
                          f"{self.saves} saves")
         elif self.drift:
@@ -149,9 +159,17 @@ class Noise:
 
 
 def quantile(p: float, dof: float) -> float:
-    """Student's t quantile; the normal one for very many degrees of freedom."""
+    """Student's t quantile; the normal one for very many degrees of freedom. The degrees of
+    freedom are rounded (to 0.1 below 100, to 1 above: the quantile moves by under 0.1 % with
+    them) and the quantiles cached, as the rows of a sweep ask for the same ones (10 000 rows'
+    verdicts and blind spots took 16 s of t quantiles without)."""
     if dof >= LARGE_DOF:
         return NormalDist().inv_cdf(p)
+    return _t_quantile(p, round(dof, 1) if dof < 100 else float(round(dof)))
+
+
+@lru_cache(maxsize=4096)
+def _t_quantile(p: float, dof: float) -> float:
     return t_quantile(p, dof)
 
 
@@ -166,7 +184,7 @@ def estimate(history: list[float], saves: list[int] | None, now: list[float], wi
     dof = sum(len(g) - 1 for g in together)
     between = None
     if dof:
-        between = math.sqrt(sum(statistics.variance(g) * (len(g) - 1) for g in together) / dof)
+        between = math.sqrt(sum(float_stdev(g) ** 2 * (len(g) - 1) for g in together) / dof)
     drift_dof = None
     if len(stored) >= DRIFT_MIN_SAVES:
         means = [statistics.fmean(g) for g in stored]
@@ -212,13 +230,13 @@ def blind_spot(n: Noise, mdc: float, limit: float, alpha: float,
     """What a detectable change beyond `limit` means, and what would narrow it (said by the
     comparison's path: `advice`)."""
     advice = advice or Advice()
-    factor = math.floor(100 * (1 + mdc)) / 100  # rounded down: this one passes unseen
     processes = n.runs_before + n.runs_now
     spread = "unknown" if n.between is None else pct(n.between)
     if mdc > DETECTABLE_SHOWN_UP_TO:  # millions of percent mean only "blind"
         unseen = (f"cannot detect even a slowdown of {1 + DETECTABLE_SHOWN_UP_TO:.0f}x here "
                   f"(detectable over ±{DETECTABLE_SHOWN_UP_TO:.0%}")
     else:
+        factor = math.floor(100 * (1 + mdc)) / 100  # rounded down: this one passes unseen
         unseen = f"cannot detect a {factor:.2f}x slowdown here (detectable ±{pct(mdc)}"
     said = f"{unseen}, the limit is ±{pct(limit)}): {processes} processes, spread {spread}"
     if n.drift and n.process_share < 0.5:

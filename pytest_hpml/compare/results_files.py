@@ -142,11 +142,8 @@ def compare_results(baseline: str | Path | list[Record], current: str | Path | l
 def judge_all(old: Evidence, new: list[Record], rules: Rules) -> list[Record]:
     """`new`'s records (copies) judged against `old`, and `old`'s rows that `new` lacks as
     rows of `missing` metrics."""
-    out = []
-    for record in new:
-        record = Record.from_dict(record.to_dict())  # the caller's records stay as they were
-        engine.judge(record, old.stored(record.id), rules, advice=old.advice)
-        out.append(record)
+    out = [Record.from_dict(r.to_dict()) for r in new]  # the caller's records stay as they were
+    engine.judge_rows(out, old.stored, rules, advice=old.advice)
     made = {r.id for r in out}
     for row in old.rows():
         if row.id not in made and old.stored(row.id):

@@ -40,8 +40,10 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 from functools import partial
+from statistics import NormalDist
 
 from pytest_hpml.compare import machine_moves, modes
+from pytest_hpml.compare.families import Family
 from pytest_hpml.compare.noise import (
     DEFAULT_DRIFT,
     MIN_TRACKING_RUNS,
@@ -114,7 +116,7 @@ class Evidence:
     noise: Noise | None = None
 
 
-def _series(now: Replicates, base: Stored) -> list[Evidence]:
+def series(now: Replicates, base: Stored) -> list[Evidence]:
     """The values as measured, and, when both sides timed the machine's yardstick, the values
     relative to it (their history is the tail of the one as measured, save for save)."""
     saves = base.history_saves if base.history else None
@@ -127,7 +129,8 @@ def _series(now: Replicates, base: Stored) -> list[Evidence]:
     return found
 
 
-def _weigh(e: Evidence, current: Metric, base: Stored, tol: float, rules: Rules) -> Evidence:
+def _weigh(e: Evidence, current: Metric, base: Stored, tol: float, rules: Rules,
+           family: Family | None = None) -> Evidence:
     e.history = [v for v in e.history if math.isfinite(v)]
     if e.history:
         now = [v for v in e.now if math.isfinite(v)] or e.now
@@ -135,6 +138,8 @@ def _weigh(e: Evidence, current: Metric, base: Stored, tol: float, rules: Rules)
         within = math.hypot(median_uncertainty(current.samples or []), base.within)
         drift = rules.drift if current.unit in SPEED_UNITS else 0.0
         e.noise = estimate(e.history, e.saves, e.now, within, drift)
+        if family is not None:
+            e.noise = family.floor(e.noise, e.label)
         e.mdc = e.noise.mdc(tol, rules.alpha)
     return e
 
@@ -170,22 +175,27 @@ def _untrusted(verdict: Verdict) -> Verdict:
 
 
 def judge_metric(current: Metric, now: Replicates, base: Stored | None, rules: Rules,
-                 can_confirm: int = 0, advice: Advice | None = None) -> Verdict | None:
+                 can_confirm: int = 0, advice: Advice | None = None,
+                 family: Family | None = None) -> Verdict | None:
     """The verdict of a measured metric, measured in the processes `now` (the test's own
     first), against its evidence `base` in the same unit and direction (the engine checks and
     converts them first); None for a metric that is not compared (a check, a reference, a
     setting). With can_confirm (the fresh processes a confirmation would add), a worse change
     beyond the tolerance comes back `suspect`, to be measured again before it is final, unless
     the noise already known says no such confirmation could make it a regression. One that
-    rests on a value another tool measured says so."""
+    rests on a value another tool measured says so. A row of a `family` (the test's rows
+    recording the metric) is judged at the family's share of alpha, with the family's pooled
+    spread as a floor (compare/families.py)."""
     if not current.compared:
         return None
     if base is None:
         return Verdict("new", unit=current.unit, current=now.value,
                        processes=len(now.values))
+    if family is not None:
+        rules = replace(rules, alpha=family.alpha(rules.alpha))
     # A seeded baseline: fresh processes would confirm a change against another environment.
     verdict = _verdict(current, now, base, rules, 0 if base.seeded_from else can_confirm,
-                       advice or Advice())
+                       advice or Advice(), family)
     verdict = replace(verdict, unit=current.unit, processes=len(now.values),
                       accepted=verdict.accepted or base.last_accepted())
     if base.seeded_from:
@@ -195,7 +205,7 @@ def judge_metric(current: Metric, now: Replicates, base: Stored | None, rules: R
 
 
 def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_confirm: int,
-             advice: Advice) -> Verdict:
+             advice: Advice, family: Family | None = None) -> Verdict:
     tol = rules.tolerance_of(current, base)
     if not math.isfinite(now.value):
         # A number was recorded before and now there is none: the run is broken, whatever
@@ -216,7 +226,7 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
         return Verdict("ambiguous", baseline=base.reference, current=now.value,
                        change=relative_change(base.reference, now.value), basis=said,
                        blind=f"{said}: until then a change of this metric cannot be seen")
-    raw, *others = [_weigh(e, current, base, tol, rules) for e in _series(now, base)]
+    raw, *others = [_weigh(e, current, base, tol, rules, family) for e in series(now, base)]
     relative, words = [], []
     pace_tracks: bool | None = None  # what the history says of the compute pace, if enough
     for other in others:  # the yardstick's series, the compute pace's
@@ -358,8 +368,15 @@ def _confirmation_could_catch(e: Evidence, extra: int, tol: float, alpha: float)
     """Whether `extra` more processes, as noisy as those seen so far, could bring the detectable
     change below this change: if not, running them would only cost time."""
     n = e.noise
-    if n is None or n.between is None:
+    if n is None:
+        return True
+    if n.between is None and not n.pooled_drift:
         return True  # the spread between processes is unknown until they run
+    if n.between is None:
+        # The spread between processes is unknown until they run; the drift between occasions
+        # a sweep's rows have shown is not, and no number of processes lowers what it hides.
+        floor = NormalDist().inv_cdf(1 - alpha) * n.drift * math.sqrt(1 + 1 / max(n.saves, 1))
+        return _beyond(e.change, max(tol, math.expm1(floor)))
     return _beyond(e.change, n.mdc(tol, alpha, runs_now=len(e.now) + extra, extra_dof=extra))
 
 

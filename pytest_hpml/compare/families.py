@@ -1,0 +1,135 @@
+"""The rows of one test that record the same metric (a sweep's rows, measured in the same
+processes) form a family, and are judged together (a value of the compare stage, used by the
+engine and verdicts.py).
+
+Judging a sweep of N rows row by row, as if each were the only one, goes wrong twice:
+
+- multiplicity: a row judged at level alpha fails on noise with probability alpha, so a test
+  of 10 000 rows fails on unchanged code (41-182 rows "regressed" here, confirmed). A test fails
+  when any of its rows does, so its rows are judged at alpha / N (Bonferroni): the test fails on
+  noise with probability at most alpha, as a test of one row does.
+- a row of few values knows little of its own spread between processes: the three processes of
+  a single-call row can all land in one of a machine's two speeds by chance, and their spread
+  then reads 1 % where the row moves by 50 %. Its siblings, measured in the same processes, have
+  shown the spread: in a family of MIN_POOLED_ROWS rows or more, a row's spread between
+  processes is never taken below the family's pooled one (with the pooled degrees of freedom).
+  Pooled are the spreads within each occasion (the processes of one save, this run's); where no
+  row has two processes on one occasion yet (a first compare of a one-process save), the spread
+  of the rows' changes around their median change, which a change of the whole sweep (the
+  machine's drift, or the code's) does not widen.
+
+The floor only ever raises a row's noise: a noisy row keeps its own spread, and a quiet row of
+a family of noisy ones detects less than it would alone (the price of a pooled estimate).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from statistics import NormalDist
+
+from pytest_hpml.compare.noise import Noise, logs, occasions
+from pytest_hpml.measure.stats import float_stdev
+
+#: Rows a family needs before their pooled spread is a floor for each row's: fewer rows of a
+#: sweep over sizes are too unlike each other (a 1 KiB row and a 1 GiB row) to share one.
+MIN_POOLED_ROWS = 30
+
+#: One row's series: its stored values (oldest first), how many each save added, and this
+#: run's processes' values.
+RowSeries = tuple[list[float], list[int] | None, list[float]]
+
+
+@dataclass(frozen=True)
+class Spread:
+    """What a family's rows show together for one series: the spread between processes of one
+    occasion (None where no row has two), and the spread of the rows' changes between the
+    evidence and this run around their median change (None for too few rows)."""
+
+    between: float | None  # stdev of ln(value) between processes, pooled
+    dof: int
+    changes: float | None  # stdev of the rows' ln changes
+
+
+@dataclass(frozen=True)
+class Family:
+    """The rows of a test recording one metric against evidence, and what they show together,
+    per series (the label of verdicts' Evidence: "" as measured, or relative to the yardstick
+    or the compute pace)."""
+
+    rows: int
+    spreads: Mapping[str, Spread]
+
+    def alpha(self, alpha: float) -> float:
+        """The level each row is judged at: the test's alpha shared by its rows."""
+        return alpha / max(self.rows, 1)
+
+    def floor(self, noise: Noise, label: str) -> Noise:
+        """`noise` with its spread between processes at least the family's, and its drift
+        between occasions at least what the rows' changes show beyond that spread."""
+        spread = self.spreads.get(label)
+        if spread is None:
+            return noise
+        floored = noise
+        if spread.between is not None and (noise.between is None
+                                           or noise.between < spread.between):
+            floored = replace(floored, between=spread.between, dof=spread.dof,
+                              pooled_rows=self.rows)
+        if spread.changes is not None:
+            # A row's change spreads by its processes' spread (fewer with more processes) and
+            # by how the row itself moved between the occasions, which no process averages out
+            # (a call that lands in a machine's slow speed at the same point of every process
+            # of one run): that part is the row's drift.
+            processes = (floored.between or 0.0) ** 2 * (1 / noise.runs_now
+                                                          + 1 / noise.runs_before)
+            drift = math.sqrt(max(0.0, spread.changes ** 2 - processes)
+                              / (1 + 1 / max(noise.saves, 1)))
+            if drift > noise.drift:
+                floored = replace(floored, drift=drift, drift_dof=self.rows - 1,
+                                  pooled_rows=self.rows, pooled_drift=True)
+        return floored
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def pooled_spread(rows: list[RowSeries]) -> Spread | None:
+    """What the rows show together; None for fewer than MIN_POOLED_ROWS rows that show it.
+
+    Robust to the rows a preempted call blew up (a single call's value moves by 100x when the
+    scheduler takes its core): the median of the rows' spreads between processes, scaled to a
+    stdev as for normal values; and the 90th percentile of the changes' distances from their
+    median change (a median distance would miss a machine of two speeds, where most rows change
+    by nothing and a quarter by 50 %)."""
+    variances, dofs, changes = [], [], []
+    for history, saves, now in rows:
+        squares, dof = 0.0, 0
+        for group in (*(logs(g) for g in occasions(history, saves)), logs(now)):
+            if len(group) >= 2:
+                squares += float_stdev(group) ** 2 * (len(group) - 1)
+                dof += len(group) - 1
+        if dof:
+            variances.append(squares / dof)
+            dofs.append(dof)
+        before, after = logs(history), logs(now)
+        if before and after:
+            changes.append(statistics.fmean(after) - statistics.fmean(before))
+    between, total_dof = None, 0
+    if len(variances) >= MIN_POOLED_ROWS:
+        k = statistics.median(dofs)
+        # The median of a variance of k degrees of freedom over the true one (Wilson and
+        # Hilferty's approximation of the chi-square's median over k).
+        between = math.sqrt(statistics.median(variances) / (1 - 2 / (9 * k)) ** 3)
+        total_dof = sum(dofs)
+    spread_of_changes = None
+    if len(changes) >= MIN_POOLED_ROWS:
+        center = statistics.median(changes)
+        spread_of_changes = (_quantile([abs(x - center) for x in changes], 0.9)
+                             / NormalDist().inv_cdf(0.95))
+    if between is None and spread_of_changes is None:
+        return None
+    return Spread(between, total_dof, spread_of_changes)
