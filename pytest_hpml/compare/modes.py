@@ -19,6 +19,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from pytest_hpml.measure.stats import float_stdev
+
 #: Modes lie at least this far apart (in logs: 30 %).
 MODE_GAP = math.log(1.3)
 #: ... and the gap between them is at least this many times the spread inside them,
@@ -37,7 +39,7 @@ def _spread(groups: list[list[float]]) -> float | None:
     dof = sum(len(g) - 1 for g in parts)
     if not dof:
         return None
-    return math.sqrt(sum(statistics.variance(g) * (len(g) - 1) for g in parts) / dof)
+    return math.sqrt(sum(float_stdev(g) ** 2 * (len(g) - 1) for g in parts) / dof)
 
 
 def split(values: list[float]) -> list[list[float]]:

@@ -113,14 +113,17 @@ class Noise:
         the spreads seen (None: no number up to `most` would)."""
         if self.between is None:
             return None
-        for n in range(2, most + 1):
+
+        def enough(n: int) -> bool:
             # A side that already holds more processes keeps them.
             before, now = max(n, self.runs_before), max(n, self.runs_now)
             scaled = Noise(self.between, max(self.dof, before + now - 2), 0.0, self.drift,
                            self.drift_dof, self.saves, now, before)
-            if scaled.mdc(0.0, alpha) <= limit:
-                return n
-        return None
+            return scaled.mdc(0.0, alpha) <= limit
+
+        if not enough(most):  # more processes only ever help: none would (a sweep's rows
+            return None        # asked 19 times each)
+        return next(n for n in range(2, most + 1) if enough(n))
 
     @property
     def process_share(self) -> float:
@@ -164,8 +167,13 @@ def quantile(p: float, dof: float) -> float:
     them) and the quantiles cached, as the rows of a sweep ask for the same ones (10 000 rows'
     verdicts and blind spots took 16 s of t quantiles without)."""
     if dof >= LARGE_DOF:
-        return NormalDist().inv_cdf(p)
+        return _normal_quantile(p)
     return _t_quantile(p, round(dof, 1) if dof < 100 else float(round(dof)))
+
+
+@lru_cache(maxsize=256)
+def _normal_quantile(p: float) -> float:
+    return NormalDist().inv_cdf(p)
 
 
 @lru_cache(maxsize=4096)

@@ -1,0 +1,102 @@
+"""The rows of one test that record the same metric (a sweep) are judged as one family
+(compare/families.py): a sweep of many rows compared unchanged fails on no row, and a slowdown
+of some of its rows is still caught, on them alone."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hpml_testing import FAST, save_in_processes, verdicts_of
+
+from pytest_hpml.compare.families import MIN_POOLED_ROWS, Family, Spread, pooled_spread
+from pytest_hpml.compare.noise import Noise
+
+#: A sweep of single calls on a machine of two speeds: each row of each process lands in the
+#: fast speed or the 50 % slower one by chance, a new draw in every process (the rows of the
+#: 10 000-row cost test did so by turns). `slower` rows are made 4x slower.
+SWEEP = """
+import random
+
+ROWS = {rows}
+
+
+def test_sweep(hpml):
+    draw = random.Random()  # seeded by the OS: every process its own draw
+    for i in range(ROWS):
+        value = 1e-3 * (1.5 if draw.random() < 0.5 else 1.0) * (1 + 0.01 * draw.random())
+        if i < {slower}:
+            value *= 4
+        with hpml.row(size=i) as row:
+            row.record("time", value, unit="s", better="lower")
+"""
+
+
+def _compare(pytester: pytest.Pytester, slower: int) -> tuple[pytest.RunResult, dict]:
+    pytester.makepyfile(test_sweep=SWEEP.format(rows=1000, slower=slower))
+    out = pytester.path / "compare.json"
+    result = pytester.runpytest(*FAST, "--hpml-compare", f"--hpml-report={out}")
+    return result, json.loads(out.read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def saved(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_sweep=SWEEP.format(rows=1000, slower=0))
+    pytester.runpytest(*save_in_processes(3)).assert_outcomes(passed=1)
+    return pytester
+
+
+def _regressed(document: dict) -> list[int]:
+    return sorted(int(test.rsplit("size=", 1)[1].rstrip("]"))
+                  for test, metrics in verdicts_of(document).items()
+                  if metrics.get("time", {}).get("outcome") == "regressed")
+
+
+def test_a_sweep_compared_unchanged_fails_on_no_row(saved: pytest.Pytester) -> None:
+    # Judged row by row, about one row in 64 has its three saved processes fast and its three
+    # compared ones slow: 15 rows of 1000 "regressed", confirmed, on unchanged code.
+    result, document = _compare(saved, slower=0)
+    assert _regressed(document) == [], result.stdout.str()[-3000:]
+    result.assert_outcomes(passed=1)
+    verdict = verdicts_of(document)["test_sweep.py::test_sweep[size=0]"]["time"]
+    assert "the test's 1000 rows" in verdict["basis"]
+    # The terminal lists a sweep's blind spots up to five rows, then counts the others.
+    said = [line for line in result.outlines if "blind spot:" in line]
+    blind = sum(1 for metrics in verdicts_of(document).values() if metrics["time"].get("blind"))
+    assert blind > 5 and len(said) == 5, said
+    assert f"{blind - 4} more rows are blind spots too" in said[-1]
+
+
+def test_rows_that_slowed_down_are_caught_and_no_other(saved: pytest.Pytester) -> None:
+    result, document = _compare(saved, slower=30)
+    result.assert_outcomes(failed=1)
+    assert _regressed(document) == list(range(30))
+
+
+def test_the_pooled_spread_reads_a_machine_of_two_speeds() -> None:
+    # Rows of three processes a side, each value in one of two speeds 50 % apart: the median
+    # of the rows' spreads sees the two speeds, where most rows' own spread would not.
+    rows = []
+    for i in range(200):
+        before = [1.0 if (i >> k) & 1 else 1.5 for k in range(3)]
+        after = [1.0 if (i >> k) & 1 else 1.5 for k in range(3, 6)]
+        rows.append((before, [3], after))
+    spread = pooled_spread(rows)
+    assert spread is not None and spread.dof == 4 * 200
+    assert 0.15 < spread.between < 0.4  # ln(1.5) = 0.41 apart
+    assert spread.changes is not None and spread.changes > 0.1
+    assert pooled_spread(rows[:MIN_POOLED_ROWS - 1]) is None
+
+
+def test_a_family_only_ever_raises_a_rows_noise() -> None:
+    family = Family(1000, {"": Spread(between=0.2, dof=4000, changes=0.5)})
+    assert family.alpha(0.01) == pytest.approx(1e-5)
+    quiet = Noise(between=0.01, dof=4, within=0.0, drift=0.05, runs_now=3, runs_before=3)
+    floored = family.floor(quiet, "")
+    assert floored.between == 0.2 and floored.dof == 4000
+    # What the rows' changes show beyond the processes' spread is the rows' drift.
+    assert floored.drift == pytest.approx(math.sqrt((0.25 - 0.04 * 2 / 3) / 2))
+    noisy = Noise(between=0.9, dof=4, within=0.0, drift=0.05, runs_now=3, runs_before=3)
+    assert family.floor(noisy, "").between == 0.9  # its own spread, larger, is kept
+    assert family.floor(quiet, "relative to the machine's yardstick") is quiet
