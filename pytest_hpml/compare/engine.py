@@ -136,8 +136,10 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]]) -> Fami
         base = bases.get(record.id, {})
         for m in record.metrics:
             old = base.get(m.name)
+            # A row whose test is unknown (a report written before rows named it) is a family
+            # of its own.
             if m.compared and not m.exact and old is not None and not old.exact:
-                members.setdefault((record.test, m.name), []).append(
+                members.setdefault((record.test or record.id, m.name), []).append(
                     (record.values_of(m.name), old))
     found: Families = {}
     for key, rows in members.items():
@@ -189,7 +191,7 @@ def judge(record: Record, base: dict[str, Stored], rules: Rules, can_confirm: in
         if refused is not None:
             verdicts[m.name] = refused
             continue
-        family = families.get((record.test, m.name)) if families else None
+        family = families.get((record.test or record.id, m.name)) if families else None
         verdict = judge_metric(m, record.values_of(m.name), converted, rules, can_confirm,
                                advice, family)
         if verdict is not None and note:

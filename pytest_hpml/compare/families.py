@@ -37,6 +37,12 @@ from pytest_hpml.measure.stats import float_stdev
 #: sweep over sizes are too unlike each other (a 1 KiB row and a 1 GiB row) to share one.
 MIN_POOLED_ROWS = 30
 
+#: How far beyond the family's farthest move the other way a row's change must lie (in logs)
+#: to be told from it: the farthest moves on the two sides are alike, not equal (a collection
+#: landing in one row's call here and in another's at the other side), and which side holds
+#: the larger is chance.
+TAIL_MARGIN = 1.5
+
 #: One row's series: its stored values (oldest first), how many each save added, and this
 #: run's processes' values.
 RowSeries = tuple[list[float], list[int] | None, list[float]]
@@ -51,6 +57,8 @@ class Spread:
     between: float | None  # stdev of ln(value) between processes, pooled
     dof: int
     changes: float | None  # stdev of the rows' ln changes
+    # The rows' ln changes around their median: the median, and the farthest below and above.
+    tails: tuple[float, float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,23 @@ class Family:
                                   pooled_rows=self.rows, pooled_drift=True)
         return floored
 
+    def within_tails(self, label: str, change: float | None) -> str | None:
+        """Where a row's change (row_change) is no larger than TAIL_MARGIN times the farthest
+        some row of the family moved the other way from the rows' median change, that (in words);
+        None where it is larger (or nothing is known). Under unchanged code the rows' changes
+        spread both ways alike (a collection that lands in a row's timed call on one side lands
+        in another row's on the other), so a row changed that far is one the family shows on
+        unchanged rows too. Measured from no change, not from the median: a slowdown of the
+        whole sweep moves the median, not the rows' spread, and stays beyond."""
+        spread = self.spreads.get(label)
+        if spread is None or spread.tails is None or change is None:
+            return None
+        _, low, high = spread.tails
+        farthest = -low if change > 0 else high  # the other way, in logs
+        if abs(change) > TAIL_MARGIN * farthest:
+            return None
+        return f"{math.expm1(-farthest if change > 0 else farthest):+.1%}"
+
 
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
@@ -117,7 +142,7 @@ def pooled_spread(rows: list[RowSeries]) -> Spread | None:
             dofs.append(dof)
         before, after = logs(history), logs(now)
         if before and after:
-            changes.append(statistics.fmean(after) - statistics.fmean(before))
+            changes.append(statistics.fmean(after) - statistics.fmean(before))  # row_change
     between, total_dof = None, 0
     if len(variances) >= MIN_POOLED_ROWS:
         k = statistics.median(dofs)
@@ -125,11 +150,20 @@ def pooled_spread(rows: list[RowSeries]) -> Spread | None:
         # Hilferty's approximation of the chi-square's median over k).
         between = math.sqrt(statistics.median(variances) / (1 - 2 / (9 * k)) ** 3)
         total_dof = sum(dofs)
-    spread_of_changes = None
+    spread_of_changes, tails = None, None
     if len(changes) >= MIN_POOLED_ROWS:
         center = statistics.median(changes)
         spread_of_changes = (_quantile([abs(x - center) for x in changes], 0.9)
                              / NormalDist().inv_cdf(0.95))
+        tails = (center, min(changes) - center, max(changes) - center)
     if between is None and spread_of_changes is None:
         return None
-    return Spread(between, total_dof, spread_of_changes)
+    return Spread(between, total_dof, spread_of_changes, tails)
+
+
+def row_change(history: list[float], now: list[float]) -> float | None:
+    """A row's change as its family weighs it: the mean of ln(value) now less the stored one."""
+    before, after = logs(history), logs(now)
+    if not before or not after:
+        return None
+    return statistics.fmean(after) - statistics.fmean(before)
