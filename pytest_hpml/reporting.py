@@ -17,7 +17,15 @@ import pytest
 
 from pytest_hpml.machine.fingerprint import fingerprint
 from pytest_hpml.policy import path_option
-from pytest_hpml.report import comparison_summary, exports, files, plots, summary, tables
+from pytest_hpml.report import (
+    comparison_summary,
+    exports,
+    files,
+    plots,
+    summary,
+    tables,
+    verdict_lines,
+)
 from pytest_hpml.report.files import REPORT_SUFFIXES, Output, writable_problem
 from pytest_hpml.selection import profile_of
 from pytest_hpml.session import add_option, run_of, writes_outputs
@@ -244,7 +252,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         _summary(tr, config, run.records)
     if config.option.hpml_report is None and comparison_title(config.option):
         # No table printed: the verdicts a reader must see, and the blind spots, one line each.
-        for line in tables.verdict_lines(run.records) + tables.blind_spot_lines(run.records):
+        for line in (verdict_lines.verdict_lines(run.records)
+                     + verdict_lines.blind_spot_lines(run.records)):
             tr.write_line(f"hpml: {line}")
     for message in run.messages:
         tr.write_line(f"hpml: {message}")

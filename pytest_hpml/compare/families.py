@@ -32,6 +32,7 @@ from statistics import NormalDist
 
 from pytest_hpml.compare.noise import Noise, logs, occasions
 from pytest_hpml.measure.stats import float_stdev
+from pytest_hpml.results import Verdict
 
 #: Rows a family needs before their pooled spread is a floor for each row's: fewer rows of a
 #: sweep over sizes are too unlike each other (a 1 KiB row and a 1 GiB row) to share one.
@@ -115,6 +116,21 @@ class Family:
         if abs(change) > TAIL_MARGIN * farthest:
             return None
         return f"{math.expm1(-farthest if change > 0 else farthest):+.1%}"
+
+    def hold_within_tails(self, verdict: Verdict, history: list[float], now: list[float]
+                          ) -> Verdict:
+        """`verdict` (regressed, improved or suspect) of a row whose values as measured are
+        `history` and `now`; `ambiguous` where the row's change lies within the family's tails
+        (within_tails): a sweep's single calls land a collection or a preemption in one row on
+        one side and in another row on the other (a row 5x slower in all three processes here,
+        on unchanged code), and the family shows how far such moves reach."""
+        other = self.within_tails("", row_change(history, now))
+        if other is None:
+            return verdict
+        said = (f"within the tails of the test's {self.rows} rows: one of them moved {other} "
+                "the other way, so a row's change this large is one this sweep shows unchanged")
+        return replace(verdict, outcome="ambiguous", basis=f"{verdict.basis}; {said}",
+                       blind=verdict.blind or said)
 
 
 def _quantile(values: list[float], q: float) -> float:

@@ -43,7 +43,7 @@ from functools import partial
 from statistics import NormalDist
 
 from pytest_hpml.compare import machine_moves, modes
-from pytest_hpml.compare.families import Family, row_change
+from pytest_hpml.compare.families import Family
 from pytest_hpml.compare.noise import (
     DEFAULT_DRIFT,
     MIN_TRACKING_RUNS,
@@ -260,25 +260,11 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
         verdict = replace(verdict, blind=blind_spot(e.noise, noisy, rules.max_detectable,
                                                     rules.alpha, advice))
     if family is not None and verdict.outcome in ("regressed", "improved", SUSPECT):
-        verdict = _within_family_tails(verdict, family, raw)
+        verdict = family.hold_within_tails(verdict, raw.history, raw.now)
     if verdict.outcome in ("regressed", "improved", SUSPECT):
         # Held back where the machine's own moves explain it (compare/machine_moves.py).
         verdict = machine_moves.held_back(verdict, current, base, tol, pace_tracks) or verdict
     return verdict
-
-
-def _within_family_tails(verdict: Verdict, family: Family, raw: Evidence) -> Verdict:
-    """A row's change no larger than one its family's rows showed the other way is
-    `ambiguous`: a sweep's single calls land a collection or a preemption in one row on one
-    side and in another row on the other (a row 5x slower in all three processes here, on
-    unchanged code), and the family shows how far such moves reach."""
-    other = family.within_tails("", row_change(raw.history, raw.now))
-    if other is None:
-        return verdict
-    said = (f"within the tails of the test's {family.rows} rows: one of them moved {other} "
-            "the other way, so a row's change this large is one this sweep shows unchanged")
-    return replace(verdict, outcome="ambiguous", basis=f"{verdict.basis}; {said}",
-                   blind=verdict.blind or said)
 
 
 def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: float,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from pytest_hpml.report import tables
+from pytest_hpml.report import verdict_lines
 from pytest_hpml.report.escaping import for_markdown
 from pytest_hpml.report.files import write_atomic
 from pytest_hpml.results import Record
@@ -34,8 +34,8 @@ def headline(records: list[Record], title: str | None) -> str:
 
 def render_summary(records: list[Record], title: str | None, new_levels: list[str]) -> str:
     lines = ["## pytest-hpml", "", headline(records, title)]
-    sections = (("Verdicts", tables.verdict_lines(records)),
-                ("Blind spots", tables.blind_spot_lines(records)),
+    sections = (("Verdicts", verdict_lines.verdict_lines(records)),
+                ("Blind spots", verdict_lines.blind_spot_lines(records)),
                 ("New levels (this save)", new_levels))
     for name, items in sections:
         if items:

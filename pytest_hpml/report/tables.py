@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_hpml.report.escaping import for_markdown, for_terminal
+from pytest_hpml.report.lines import capped
 from pytest_hpml.report.units import (
     format_detectable,
     format_number,
@@ -229,7 +230,7 @@ def _params(record: Record) -> str:
     return ", ".join(f"{k}={val}" for k, val in record.params.items())
 
 
-def _comparison_rows(records: list[Record]) -> list[list[str]]:
+def comparison_rows(records: list[Record]) -> list[list[str]]:
     """One row per judged metric: experiment, params, metric, baseline (the value the verdict
     measured the change from), current (the value the verdict rests on: the median of this
     run's processes), change, verdict, detectable."""
@@ -255,67 +256,11 @@ def _comparison_rows(records: list[Record]) -> list[list[str]]:
     return rows
 
 
-#: The verdicts worth a line of their own in the terminal summary of a comparison.
-NOTEWORTHY = ("regressed", "unconfirmed", "missing", "improved", "ambiguous")
-
-
-#: Lines a summary gives one test's metric of one kind (a verdict, a blind spot) before it
-#: counts the rest: a sweep of 10 000 rows printed 10 000 blind spots.
-LINES_PER_METRIC = 5
-
-
-def _capped(lines: list[tuple[tuple[str, ...], str]], what: str,
-            where: str = "the report lists each") -> list[str]:
-    """The lines, each with its (test, metric, kind) key, at most LINES_PER_METRIC of a key:
-    the first ones, then one line that counts the others."""
-    count: dict[tuple[str, ...], int] = {}
-    for key, _ in lines:
-        count[key] = count.get(key, 0) + 1
-    shown: dict[tuple[str, ...], int] = {}
-    out = []
-    for key, line in lines:
-        shown[key] = shown.get(key, 0) + 1
-        if count[key] <= LINES_PER_METRIC or shown[key] < LINES_PER_METRIC:
-            out.append(line)
-        elif shown[key] == LINES_PER_METRIC:
-            kind, test, metric = key
-            out.append(f"{kind}: {test} {metric}: {count[key] - LINES_PER_METRIC + 1} more rows "
-                       f"{what} ({where})")
-    return out
-
-
-def verdict_lines(records: list[Record]) -> list[str]:
-    """One line per regressed, missing, improved or ambiguous metric (in that order), as the
-    comparison table shows it: for the terminal summary of --hpml-compare without a report.
-    A sweep's rows of one kind are counted past the first few."""
-    rows = _comparison_rows(records)
-    lines = []
-    for outcome in NOTEWORTHY:
-        for experiment, params, metric, before, now, change, verdict, detectable in rows:
-            if verdict != outcome:
-                continue
-            where = f"{experiment}[{params}]" if params else experiment
-            shown = f"{before} -> {now}" if now else f"{before} -> (not recorded)"
-            extra = ", ".join(x for x in (change, f"detectable {detectable}" if detectable
-                                          else "") if x)
-            lines.append(((outcome, experiment, metric), f"{outcome}: {where} {metric}: {shown}"
-                          + (f" ({extra})" if extra else "")))
-    return _capped(lines, "of the test too")
-
-
-def _blind(records: list[Record]) -> list[tuple[Record, str, str]]:
+def blind_spots(records: list[Record]) -> list[tuple[Record, str, str]]:
     """(row, metric, what it cannot see) of every blind spot; a metric derived from a timing
     shares its timing's, said once."""
     return [(r, name, v.blind) for r in records for name, v in r.verdicts.items()
             if v.blind and not (r.metric(name) and r.metric(name).derived_from)]
-
-
-def blind_spot_lines(records: list[Record]) -> list[str]:
-    """One line per blind spot, for the terminal summary of a comparison without a report; a
-    sweep's rows are counted past the first few."""
-    return _capped([((BLIND_MARK.rstrip(":"), r.experiment.rsplit("::", 1)[-1], name),
-                     f"{BLIND_MARK} {r.id} {name}: {blind}") for r, name, blind in _blind(records)],
-                   "are blind spots too")
 
 
 def accepted_note(record: Record, name: str) -> str | None:
@@ -333,7 +278,7 @@ def accepted_note(record: Record, name: str) -> str | None:
 
 def comparison_table(records: list[Record], title: str = "Comparison with baseline"
                      ) -> Table | None:
-    rows = _comparison_rows(records)
+    rows = comparison_rows(records)
     if not rows:
         return None
     notes = ["detectable: the smallest change this machine's noise lets a verdict see for the "
@@ -341,10 +286,10 @@ def comparison_table(records: list[Record], title: str = "Comparison with baseli
              "CSV reports"]
     notes += _unique(note for r in records for name in r.verdicts
                      if (note := accepted_note(r, name)))
-    notes += _capped([((BLIND_MARK.rstrip(":"), r.experiment.rsplit("::", 1)[-1], name),
+    notes += capped([((BLIND_MARK.rstrip(":"), r.experiment.rsplit("::", 1)[-1], name),
                        f"{BLIND_MARK} {r.experiment.rsplit('::', 1)[-1]} "
                        + (f"[{_params(r)}] " if r.params else "") + f"{name}: {blind}")
-                      for r, name, blind in _blind(records)], "are blind spots too",
+                      for r, name, blind in blind_spots(records)], "are blind spots too",
                       "marked (blind) in the table; the JSON report says why of each")
     if any(YARDSTICK_MARK in row[5] for row in rows):
         notes.append(f"{YARDSTICK_MARK}: the change relative to the machine's yardstick (a "
