@@ -29,6 +29,10 @@ verdict never points the other way than the values as measured (a machine that s
 yardstick and not the code must not make an unchanged metric `improved`): then the values as
 measured decide.
 
+The rows of a test that record the same metric (a sweep) are judged as one family
+(compare/families.py): each row at the test's alpha shared by its rows, with the spread and
+tails the rows show together as a floor.
+
 Only measured metrics get verdicts: checks fail by their own limit in the run, references and
 settings are shown, never compared. A metric derived from a timing follows its timing's verdict.
 A metric the baseline has and the run lacks is `missing`, and fails unless the row expects it.
