@@ -179,7 +179,7 @@ class RefRun:
         # one pair's "improvement" is said as unconfirmed instead (on unchanged code here 7 of
         # the 15 rows the first pair suspected were faster, up to -46 %).
         done = engine.settle(records, judge_all,
-                             (lambda r: True) if self.all else _worse_or_unsettled,
+                             (lambda r: True) if self.all else _unsettled_the_worse_way,
                              measure_pair, self.processes - 1, self.budget)
         for record in records:
             _improvements_of_one_pair(record, self.all)
@@ -196,7 +196,8 @@ class RefRun:
         return lines
 
 
-def _worse_or_unsettled(record: Record) -> bool:
+def _unsettled_the_worse_way(record: Record) -> bool:
+    """Whether more pairs could change a verdict of the row that points the worse way."""
     return engine.unsettled(record, worse_only=True)
 
 

@@ -279,7 +279,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not session.config.stash.get(_WANTED, False):
         return
     lean = preload(session.config)
-    if "torch" not in lean and "torch" in forkserver.add_preload(()):
+    if "torch" not in lean and "torch" in forkserver.asked():
         # A start speculated on torch, which these tests never import. From here every start
         # is lean (multiprocessing restarts a stopped server for the next process it forks);
         # a server already spawned, with torch, is stopped.

@@ -32,6 +32,11 @@ def available() -> bool:
     return "forkserver" in multiprocessing.get_all_start_methods()
 
 
+def asked() -> list[str]:
+    """The modules the server is asked to import at its next start (the frozen heap aside)."""
+    return list(_preload)
+
+
 def drop_preload(name: str) -> list[str]:
     """Take a module off the list (it takes effect at the server's next start)."""
     if name in _preload:
