@@ -2,21 +2,24 @@
 processes) form a family, and are judged together (a value of the compare stage, used by the
 engine and verdicts.py).
 
-Judging a sweep of N rows row by row, as if each were the only one, goes wrong twice:
+Judging a sweep of N rows row by row, as if each were the only one, goes wrong three ways:
 
 - multiplicity: a row judged at level alpha fails on noise with probability alpha, so a test
   of 10 000 rows fails on unchanged code (41-182 rows "regressed" here, confirmed). A test fails
   when any of its rows does, so its rows are judged at alpha / N (Bonferroni): the test fails on
   noise with probability at most alpha, as a test of one row does.
-- a row of few values knows little of its own spread between processes: the three processes of
-  a single-call row can all land in one of a machine's two speeds by chance, and their spread
-  then reads 1 % where the row moves by 50 %. Its siblings, measured in the same processes, have
-  shown the spread: in a family of MIN_POOLED_ROWS rows or more, a row's spread between
-  processes is never taken below the family's pooled one (with the pooled degrees of freedom).
-  Pooled are the spreads within each occasion (the processes of one save, this run's); where no
-  row has two processes on one occasion yet (a first compare of a one-process save), the spread
-  of the rows' changes around their median change, which a change of the whole sweep (the
-  machine's drift, or the code's) does not widen.
+- a row of few values knows little of its own spread: the three processes of a single-call
+  row can all land in one of a machine's two speeds by chance, and their spread then reads 1 %
+  where the row moves by 50 %. Its siblings, measured in the same processes, have shown the
+  spread: in a family of MIN_POOLED_ROWS rows or more, a row's spread between processes is
+  never taken below the median of the rows' spreads within an occasion (the processes of one
+  save, this run's), and its drift between occasions never below what the rows' changes
+  (evidence to now) show beyond that spread, around their median change, which a change of the
+  whole sweep (the machine's drift, or the code's) does not widen;
+- a single call's timing has tails no spread describes: a garbage collection or a preemption
+  lands in one row's call in every process of one side (the allocations before it are the
+  same there) and in another row's on the other side. A row changed no more than TAIL_MARGIN
+  times as far as some row of the family moved the other way is not told from that.
 
 The floor only ever raises a row's noise: a noisy row keeps its own spread, and a quiet row of
 a family of noisy ones detects less than it would alone (the price of a pooled estimate).
