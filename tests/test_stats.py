@@ -118,3 +118,12 @@ def test_float_stdev_agrees_with_the_exact_one() -> None:
                                                                    rel=1e-12, abs=1e-300)
     assert float_stdev([3.0]) == 0.0 and float_stdev([3.0], population=True) == 0.0
     assert float_stdev([]) == 0.0
+
+
+def test_squares_within_pools_the_groups_of_two_values_or_more() -> None:
+    from pytest_hpml.measure.stats import squares_within
+
+    # [1, 2, 3]: 2.0 over 2 dof; [5] alone adds nothing; [4, 6]: 2.0 over 1 dof.
+    squares, dof = squares_within([[1.0, 2.0, 3.0], [5.0], [4.0, 6.0]])
+    assert squares == pytest.approx(4.0) and dof == 3
+    assert squares_within([[1.0], []]) == (0.0, 0)

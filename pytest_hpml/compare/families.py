@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 from pytest_hpml.compare.noise import Noise, logs, occasions
-from pytest_hpml.measure.stats import float_stdev
+from pytest_hpml.measure.stats import quantile, squares_within
 from pytest_hpml.results import Verdict
 
 #: Rows a family needs before their pooled spread is a floor for each row's: fewer rows of a
@@ -96,8 +96,7 @@ class Family:
             # of one run): that part is the row's drift.
             processes = (floored.between or 0.0) ** 2 * (1 / noise.runs_now
                                                           + 1 / noise.runs_before)
-            drift = math.sqrt(max(0.0, spread.changes ** 2 - processes)
-                              / (1 + 1 / max(noise.saves, 1)))
+            drift = math.sqrt(max(0.0, spread.changes ** 2 - processes) / noise.drift_weight)
             if drift > noise.drift:
                 floored = replace(floored, drift=drift, drift_dof=self.rows - 1,
                                   pooled_rows=self.rows, pooled_drift=True)
@@ -136,11 +135,6 @@ class Family:
                        blind=verdict.blind or said)
 
 
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def pooled_spread(rows: list[RowSeries]) -> Spread | None:
     """What the rows show together; None for fewer than MIN_POOLED_ROWS rows that show it.
 
@@ -151,17 +145,14 @@ def pooled_spread(rows: list[RowSeries]) -> Spread | None:
     by nothing and a quarter by 50 %)."""
     variances, dofs, changes = [], [], []
     for history, saves, now in rows:
-        squares, dof = 0.0, 0
-        for group in (*(logs(g) for g in occasions(history, saves)), logs(now)):
-            if len(group) >= 2:
-                squares += float_stdev(group) ** 2 * (len(group) - 1)
-                dof += len(group) - 1
+        squares, dof = squares_within((*(logs(g) for g in occasions(history, saves)),
+                                       logs(now)))
         if dof:
             variances.append(squares / dof)
             dofs.append(dof)
-        before, after = logs(history), logs(now)
-        if before and after:
-            changes.append(statistics.fmean(after) - statistics.fmean(before))  # row_change
+        change = row_change(history, now)
+        if change is not None:
+            changes.append(change)
     between, total_dof = None, 0
     if len(variances) >= MIN_POOLED_ROWS:
         k = statistics.median(dofs)
@@ -172,7 +163,7 @@ def pooled_spread(rows: list[RowSeries]) -> Spread | None:
     spread_of_changes, tails = None, None
     if len(changes) >= MIN_POOLED_ROWS:
         center = statistics.median(changes)
-        spread_of_changes = (_quantile([abs(x - center) for x in changes], 0.9)
+        spread_of_changes = (quantile(sorted(abs(x - center) for x in changes), 0.9)
                              / NormalDist().inv_cdf(0.95))
         tails = (center, min(changes) - center, max(changes) - center)
     if between is None and spread_of_changes is None:

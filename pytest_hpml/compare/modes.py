@@ -19,7 +19,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from pytest_hpml.measure.stats import float_stdev
+from pytest_hpml.measure.stats import squares_within
 
 #: Modes lie at least this far apart (in logs: 30 %).
 MODE_GAP = math.log(1.3)
@@ -35,11 +35,8 @@ def _logs(values: list[float]) -> list[float]:
 
 def _spread(groups: list[list[float]]) -> float | None:
     """The pooled standard deviation (in logs) inside the groups of two or more."""
-    parts = [g for g in groups if len(g) >= 2]
-    dof = sum(len(g) - 1 for g in parts)
-    if not dof:
-        return None
-    return math.sqrt(sum(float_stdev(g) ** 2 * (len(g) - 1) for g in parts) / dof)
+    squares, dof = squares_within(groups)
+    return math.sqrt(squares / dof) if dof else None
 
 
 def split(values: list[float]) -> list[list[float]]:

@@ -25,7 +25,7 @@ from functools import lru_cache
 from statistics import NormalDist
 
 from pytest_hpml.compare.advice import Advice
-from pytest_hpml.measure.stats import float_stdev, t_quantile
+from pytest_hpml.measure.stats import squares_within, t_quantile
 from pytest_hpml.report.units import DETECTABLE_SHOWN_UP_TO
 
 #: Assumed drift of a time or a rate between occasions until the history has seen it.
@@ -79,14 +79,24 @@ class Noise:
     pooled_rows: int = 0  # floored by what this many rows of the test show (families.py)
     pooled_drift: bool = False  # the drift is the family's (its rows' changes)
 
+    @property
+    def drift_weight(self) -> float:
+        """How much of the drift a difference carries: the stored level is the mean of `saves`
+        occasions, the current run is one occasion."""
+        return 1 + 1 / max(self.saves, 1)
+
+    @property
+    def drift_var(self) -> float:
+        """The drift's share of the variance of a difference, in logs."""
+        return self.drift ** 2 * self.drift_weight
+
     def threshold(self, alpha: float, runs_now: int | None = None,
                   extra_dof: int = 0) -> float:
         """The smallest change in logs the evidence separates from noise at level alpha, with
         `runs_now` processes now (default: as measured) and `extra_dof` more behind the spread
         between processes."""
         now = runs_now or self.runs_now
-        # The stored level is the mean of `saves` occasions, the current run is one occasion.
-        drift_var = self.drift ** 2 * (1 + 1 / max(self.saves, 1))
+        drift_var = self.drift_var
         if self.between is None:
             # One process on each side: the within-run view only (3 notches), and the drift.
             return math.hypot(3 * self.within,
@@ -107,6 +117,12 @@ class Noise:
         threshold = self.threshold(alpha, runs_now, extra_dof)
         # Beyond e^700 no change is detectable: a tiny alpha over few degrees of freedom.
         return max(tolerance, math.expm1(threshold) if threshold < 700 else math.inf)
+
+    def drift_mdc(self, tolerance: float, alpha: float) -> float:
+        """The detectable change that no number of processes brings lower: the drift's alone
+        (never below the tolerance)."""
+        return max(tolerance, math.expm1(quantile(1 - alpha, math.inf)
+                                         * math.sqrt(self.drift_var)))
 
     def processes_for(self, limit: float, alpha: float, most: int = 20) -> int | None:
         """Processes on each side that would bring the detectable change under `limit` with
@@ -129,11 +145,10 @@ class Noise:
     def process_share(self) -> float:
         """The share of the variance of a difference that the spread between processes makes
         (the rest is drift, or the within-run view)."""
-        drift_var = self.drift ** 2 * (1 + 1 / max(self.saves, 1))
         if self.between is None:
             return 0.0
         process_var = self.between ** 2 * (1 / self.runs_now + 1 / self.runs_before)
-        total = process_var + drift_var
+        total = process_var + self.drift_var
         return process_var / total if total else 1.0
 
     def describe(self) -> str:
@@ -188,11 +203,8 @@ def estimate(history: list[float], saves: list[int] | None, now: list[float], wi
     the drift assumed until the history has DRIFT_MIN_SAVES saves (0: none)."""
     stored = [g for g in (logs(g) for g in occasions(history, saves)) if g]
     current = logs(now)
-    together = [g for g in (*stored, current) if len(g) >= 2]
-    dof = sum(len(g) - 1 for g in together)
-    between = None
-    if dof:
-        between = math.sqrt(sum(float_stdev(g) ** 2 * (len(g) - 1) for g in together) / dof)
+    squares, dof = squares_within((*stored, current))
+    between = math.sqrt(squares / dof) if dof else None
     drift_dof = None
     if len(stored) >= DRIFT_MIN_SAVES:
         means = [statistics.fmean(g) for g in stored]

@@ -44,7 +44,6 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 from functools import partial
-from statistics import NormalDist
 
 from pytest_hpml.compare import machine_moves, modes
 from pytest_hpml.compare.families import Family
@@ -381,8 +380,7 @@ def _confirmation_could_catch(e: Evidence, extra: int, tol: float, alpha: float)
     if n.between is None:
         # The spread between processes is unknown until they run; the drift between occasions
         # a sweep's rows have shown is not, and no number of processes lowers what it hides.
-        floor = NormalDist().inv_cdf(1 - alpha) * n.drift * math.sqrt(1 + 1 / max(n.saves, 1))
-        return _beyond(e.change, max(tol, math.expm1(floor)))
+        return _beyond(e.change, n.drift_mdc(tol, alpha))
     return _beyond(e.change, n.mdc(tol, alpha, runs_now=len(e.now) + extra, extra_dof=extra))
 
 

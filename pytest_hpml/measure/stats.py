@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -64,6 +64,17 @@ def float_stdev(values: Sequence[float], population: bool = False) -> float:
     mean = math.fsum(values) / n
     squares = math.fsum([(v - mean) * (v - mean) for v in values])
     return math.sqrt(squares / (n if population else n - 1))
+
+
+def squares_within(groups: Iterable[Sequence[float]]) -> tuple[float, int]:
+    """The sum of squared deviations from their own mean within each group of two values or
+    more, and its degrees of freedom: what a pooled variance divides (squares / dof)."""
+    squares, dof = 0.0, 0
+    for group in groups:
+        if len(group) >= 2:
+            squares += float_stdev(group) ** 2 * (len(group) - 1)
+            dof += len(group) - 1
+    return squares, dof
 
 
 def summarize(samples: Sequence[float]) -> Summary:

@@ -256,6 +256,11 @@ def comparison_rows(records: list[Record]) -> list[list[str]]:
     return rows
 
 
+def blind_key(record: Record, name: str) -> tuple[str, str, str]:
+    """The kind, test and metric a blind spot's line is counted under (lines.capped)."""
+    return BLIND_MARK.rstrip(":"), record.experiment.rsplit("::", 1)[-1], name
+
+
 def blind_spots(records: list[Record]) -> list[tuple[Record, str, str]]:
     """(row, metric, what it cannot see) of every blind spot; a metric derived from a timing
     shares its timing's, said once."""
@@ -286,8 +291,7 @@ def comparison_table(records: list[Record], title: str = "Comparison with baseli
              "CSV reports"]
     notes += _unique(note for r in records for name in r.verdicts
                      if (note := accepted_note(r, name)))
-    notes += capped([((BLIND_MARK.rstrip(":"), r.experiment.rsplit("::", 1)[-1], name),
-                       f"{BLIND_MARK} {r.experiment.rsplit('::', 1)[-1]} "
+    notes += capped([(blind_key(r, name), f"{BLIND_MARK} {r.experiment.rsplit('::', 1)[-1]} "
                        + (f"[{_params(r)}] " if r.params else "") + f"{name}: {blind}")
                       for r, name, blind in blind_spots(records)], "are blind spots too",
                       "marked (blind) in the table; the JSON report says why of each")

@@ -4,7 +4,7 @@ as the comparison table shows them, a sweep's rows of one kind counted past the 
 from __future__ import annotations
 
 from pytest_hpml.report.lines import capped
-from pytest_hpml.report.tables import BLIND_MARK, blind_spots, comparison_rows
+from pytest_hpml.report.tables import BLIND_MARK, blind_key, blind_spots, comparison_rows
 from pytest_hpml.results import Record
 
 #: The verdicts worth a line of their own in the terminal summary of a comparison.
@@ -33,6 +33,5 @@ def verdict_lines(records: list[Record]) -> list[str]:
 def blind_spot_lines(records: list[Record]) -> list[str]:
     """One line per blind spot, for the terminal summary of a comparison without a report; a
     sweep's rows are counted past the first few."""
-    return capped([((BLIND_MARK.rstrip(":"), r.experiment.rsplit("::", 1)[-1], name),
-                     f"{BLIND_MARK} {r.id} {name}: {blind}")
-                    for r, name, blind in blind_spots(records)], "are blind spots too")
+    return capped([(blind_key(r, name), f"{BLIND_MARK} {r.id} {name}: {blind}")
+                   for r, name, blind in blind_spots(records)], "are blind spots too")
