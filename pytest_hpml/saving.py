@@ -86,8 +86,7 @@ class Save:
         # began was waited for then (counted above). One not started yet (an xdist controller
         # collects nothing) starts here, and its start is spent too.
         waited += rerun.ready_forkserver(self.config)
-        plan = save_plan.Plan(math.inf if math.isinf(self.fraction)
-                              else max(0.0, self.fraction * own - waited))
+        plan = save_plan.Plan(save_plan.budget(self.fraction, own, waited))
         deadline = time.monotonic() + plan.budget if math.isfinite(plan.budget) else None
         ranked = save_plan.order(by_test, known, self.durations.__getitem__)
         problems: list[str] = []

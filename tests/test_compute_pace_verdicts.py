@@ -158,3 +158,52 @@ def test_a_save_keeps_each_process_relative_to_its_compute_pace(pytester: pytest
     assert len(stored["paced_history"]) == len(stored["history"]) == 4
     for value, paced in zip(stored["history"], stored["paced_history"], strict=True):
         assert 0 < paced and abs(paced * stored["compute_yardstick"] / value - 1) < 5
+
+
+def _together(rng: random.Random, paces: list[float], work: float = WORK
+              ) -> tuple[list[float], list[float]]:
+    runs = [_process(rng, pace, work) for pace in paces]
+    return [v for v, _ in runs], [v / p for v, p in runs]
+
+
+def test_a_slowdown_whose_processes_ran_at_two_speeds_is_judged_relative_to_the_pace() -> None:
+    """One save of three processes in a slow stretch; 50 % more work, its processes at the slow
+    and the fast speed: as measured +50 %, -12 %, +50 % (two levels the save never saw, once
+    held back as a switch of modes), relative to the pace +50 % in each. Within each occasion
+    the pace narrows the spread: it tracks the call, whatever the change between them."""
+    rng = random.Random(6)
+    history, paced = _together(rng, [1.7, 1.7, 1.7])
+    base = Stored("time", history[-1], "s", "lower", compute_yardstick=LOOP * 1.7,
+                  notch=0.004, n=50, history=history, paced_history=paced,
+                  history_saves=[3])
+    values, now_paced = _together(rng, [1.7, 1.0, 1.7], work=1.5 * WORK)
+    metric = Metric("time", values[0], "s", "lower", compute_yardstick=LOOP * 1.7,
+                    samples=[values[0] * rng.uniform(0.99, 1.01) for _ in range(50)])
+    verdict = judge_metric(metric, Replicates(tuple(values), None, tuple(now_paced)), base,
+                           Rules())
+    assert verdict is not None and verdict.outcome == "regressed", verdict
+    assert verdict.relative and PACED in verdict.basis
+    # As measured alone the same processes are a switch of modes, not judged.
+    raw = judge_metric(metric, Replicates(tuple(values)), base, Rules())
+    assert raw is not None and raw.outcome == "ambiguous" and "bimodal" in raw.basis, raw
+
+
+def test_a_slowdown_a_faster_stretch_hides_is_measured_again_then_held_back() -> None:
+    """20 % more work in a stretch 40 % faster than the save's reads -29 % as measured: an
+    `improved` that the time relative to its pace (+20 %) contradicts. With fresh processes to
+    come it is measured again; on a finished run it is held back as the machine's move."""
+    rng = random.Random(7)
+    history, paced = _together(rng, [1.7, 1.7, 1.7])
+    base = Stored("time", history[-1], "s", "lower", compute_yardstick=LOOP * 1.7,
+                  notch=0.004, n=50, history=history, paced_history=paced,
+                  history_saves=[3])
+    value, loop = _process(rng, 1.0, work=1.2 * WORK)
+    metric = Metric("time", value, "s", "lower", compute_yardstick=loop,
+                    samples=[value * rng.uniform(0.99, 1.01) for _ in range(50)])
+    now = Replicates((value,), None, (value / loop,))
+    assert now.values[0] < min(history)
+    first = judge_metric(metric, now, base, Rules(), can_confirm=2)
+    assert first is not None and first.outcome == "suspect" and first.relative, first
+    final = judge_metric(metric, now, base, Rules())
+    assert final is not None and final.outcome == "ambiguous" and final.blind, final
+    assert "the other way" in final.basis

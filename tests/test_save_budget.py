@@ -26,6 +26,24 @@ def test_the_plan_fits_its_batches_in_the_budget_and_learns_the_start_up() -> No
     assert plan.next_batch(["c"], durations.__getitem__) == ["c"]
 
 
+def test_the_budget_is_the_runs_share_less_what_was_spent_and_never_below_the_floor() -> None:
+    assert save_plan.budget(0.4, own=100.0, spent=2.0) == pytest.approx(38.0)
+    # A one-test run of 3 s whose share went on waiting for the forkserver: the floor, so that
+    # its baseline is not one process that knows nothing of the spread between processes.
+    assert save_plan.budget(0.4, own=3.0, spent=1.5) == save_plan.MIN_BUDGET
+    assert save_plan.budget(float("inf"), own=3.0, spent=1.5) == float("inf")
+
+
+def test_a_short_suite_whose_share_went_on_the_wait_is_still_measured_again(
+        pytester: pytest.Pytester, batches: list[list[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_naps=SUITE)
+    monkeypatch.setattr(rerun, "wait_for_forkserver", lambda: 3.0)
+    pytester.runpytest(*FAST[:-1], "--hpml-save-baseline", "--hpml-baseline-processes=2",
+                       "--hpml-save-budget=0.6").assert_outcomes(passed=6)
+    assert batches and batches[0]
+
+
 def test_tests_that_know_least_of_the_spread_come_first() -> None:
     def stored(*saves: int) -> Stored:
         return Stored("time", 1.0, "s", "lower", history=[1.0] * sum(saves),
@@ -114,6 +132,7 @@ def test_the_wait_for_the_forkserver_is_spent_from_the_budget(
     of the budget twice (the run's own time without it, then spent). A wait as long as the run
     leaves nothing for fresh processes; the same save without it measures some again."""
     pytester.makepyfile(test_naps=SUITE)
+    monkeypatch.setattr(save_plan, "MIN_BUDGET", 0.0)  # the share alone (the floor: below)
 
     def waited(seconds: float) -> None:
         monkeypatch.setattr(rerun, "wait_for_forkserver", lambda: seconds)

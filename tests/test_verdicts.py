@@ -10,7 +10,7 @@ import random
 import pytest
 from hpml_testing import Measured, compare_metric, judged
 
-from pytest_hpml.compare import engine, verdicts
+from pytest_hpml.compare import engine, noise
 from pytest_hpml.compare.verdicts import SUSPECT, Rules
 
 
@@ -182,7 +182,7 @@ def test_a_record_reports_missing_metrics() -> None:
 
 def test_minimum_detectable_change_grows_with_the_spread_and_shrinks_with_runs() -> None:
     def mdc(between: float, now: int, before: int) -> float:
-        return verdicts.Noise(between, dof=4, within=0.0, runs_now=now,
+        return noise.Noise(between, dof=4, within=0.0, runs_now=now,
                               runs_before=before).mdc(0.0, 0.01)
 
     few, more, wider = mdc(0.05, 1, 1), mdc(0.05, 3, 5), mdc(0.10, 3, 5)

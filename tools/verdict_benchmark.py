@@ -168,18 +168,23 @@ def run(out: Path, trials: int, before: str | None, log=print, workload: str = "
         order = everyone if trial % 2 == 0 else everyone[::-1]
         for condition, work in CONDITIONS:
             for tool in order:
-                code, seconds, text = _pytest(tool, tool.compare, work)
+                name = f"{trial + 1:02d}-{condition}-{tool.name}"
+                keep = out / "runs" / "".join(c if c.isalnum() or c in "-." else "_"
+                                              for c in name)
+                keep.parent.mkdir(exist_ok=True)
+                # pytest-hpml's JSON report holds every process's value and each verdict's
+                # basis: the evidence a miss or a false alarm rested on.
+                report = [f"--hpml-report={keep}.json"] if tool.compare[-1].startswith(
+                    "--hpml-baselines") else []
+                code, seconds, text = _pytest(tool, [*tool.compare, *report], work)
                 if code not in (0, 1):
                     raise SystemExit(f"{tool.name} ended with exit code {code}:\n"
                                      f"{text[-2000:]}")
                 tool.outcomes.setdefault(condition, []).append(code == 1)
-                if code == 1:
-                    # Why it failed (the verdict's basis), for a false alarm above all.
-                    name = f"{trial + 1:02d}-{condition}-{tool.name}"
-                    keep = out / "runs" / "".join(c if c.isalnum() or c in "-." else "_"
-                                                  for c in name)
-                    keep.parent.mkdir(exist_ok=True)
-                    keep.with_suffix(".txt").write_text(text)
+                # Every run's output is kept: why it failed (a false alarm's basis), and why a
+                # slowdown passed (a miss's basis) are both read from it.
+                outcome = "failed" if code == 1 else "passed"
+                keep.with_name(f"{keep.name}-{outcome}.txt").write_text(text)
                 tool.seconds.append(seconds)
                 log(f"trial {trial + 1}/{trials} {condition:11s} {tool.name:24s} "
                     f"{'FAILED' if code else 'passed'} in {seconds:.1f} s")

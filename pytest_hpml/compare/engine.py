@@ -25,10 +25,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from pytest_hpml.compare.evidence import series
 from pytest_hpml.compare.families import MIN_POOLED_ROWS, Family, RowSeries, pooled_spread
 from pytest_hpml.compare.noise import Advice
 from pytest_hpml.compare.stored import Stored
-from pytest_hpml.compare.verdicts import SUSPECT, Rules, judge_metric, series
+from pytest_hpml.compare.verdicts import SUSPECT, Rules, judge_metric
 from pytest_hpml.report.units import conversion, format_change, format_value
 from pytest_hpml.results import Metric, Record, Replicates, Verdict
 

@@ -10,6 +10,7 @@ the spread between processes and between occasions from all of them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -17,6 +18,21 @@ from pytest_hpml.compare.stored import Stored
 
 #: Seconds a fresh process is assumed to need beyond its tests until one has been timed.
 ASSUMED_START = 1.0
+#: Seconds a save may spend on fresh processes whatever the run's own time: a short suite's
+#: share (a one-test run of 3 s, whose 0.4 was gone once the forkserver had been waited for)
+#: left its baseline one process, which knows nothing of the spread between processes
+#: (measured here: that process's time relative to the compute pace read 9 % above the median
+#: of ten later processes of the same code, which spread by 3 %). A suite of ten seconds or
+#: more has this much in its own share.
+MIN_BUDGET = 3.0
+
+
+def budget(fraction: float, own: float, spent: float) -> float:
+    """Seconds a save's fresh processes may take: `fraction` of the run's `own` time, less what
+    was `spent` on them already (waiting for the forkserver), and MIN_BUDGET at least."""
+    if math.isinf(fraction):
+        return math.inf
+    return max(MIN_BUDGET, fraction * own - spent)
 
 
 def knowledge(stored: Iterable[Stored]) -> int:

@@ -23,11 +23,13 @@ whose MDC exceeds --hpml-max-detectable is a blind spot, and its verdict says so
 Relative to the machine's yardstick: a CPU timing may be judged relative to a memcpy timed
 between its samples, or to the machine's compute pace (a fixed Python loop timed after each
 chunk of samples, which moved with Python-heavy calls where a memcpy did not), each only where
-the stored history and this run's processes (six runs or more) show that it tracks the metric
-(noise.yardstick_tracks), and the one whose noise lets the smaller change through; such a
-verdict never points the other way than the values as measured (a machine that slowed the
-yardstick and not the code must not make an unchanged metric `improved`): then the values as
-measured decide.
+it tracks the metric (compare/evidence.py: between processes run together, or over six runs or
+more), and the one whose noise lets the smaller change through; such a verdict never points
+the other way than the values as measured (a machine that slowed the yardstick and not the
+code must not make an unchanged metric `improved`): then the values as measured decide. A
+first process whose time relative to its pace is worse beyond the tolerance, where the pace
+is not known not to track it, is measured again in fresh processes even when the value as
+measured looks fine: a faster stretch of the machine than the save's hides a slowdown.
 
 The rows of a test that record the same metric (a sweep) are judged as one family
 (compare/families.py): each row at the test's alpha shared by its rows, with the spread and
@@ -46,17 +48,21 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from pytest_hpml.compare import machine_moves, modes
+from pytest_hpml.compare.evidence import (
+    PACED,
+    Evidence,
+    machine_modes,
+    series,
+    tracking,
+)
 from pytest_hpml.compare.families import Family
 from pytest_hpml.compare.noise import (
     DEFAULT_DRIFT,
-    MIN_TRACKING_RUNS,
     SPEED_UNITS,
     Advice,
-    Noise,
     blind_spot,
     estimate,
     pct,
-    yardstick_tracks,
 )
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.measure.stats import mann_whitney_u, median_uncertainty
@@ -69,9 +75,6 @@ DEFAULT_MAX_DETECTABLE = 0.5
 MIN_SAMPLES_FOR_TEST = 9
 #: A verdict that needs fresh processes before it is final (never left on a finished run).
 SUSPECT = "suspect"
-#: The label of the series relative to the yardstick.
-RELATIVE = "relative to the machine's yardstick"
-PACED = "relative to the machine's compute pace"
 
 
 def relative_change(old: float, new: float) -> float:
@@ -106,32 +109,6 @@ class Rules:
         return 0.0 if metric.exact or (base is not None and base.exact) else self.tolerance
 
 
-@dataclass
-class Evidence:
-    """One series of process values a verdict can rest on, and what it shows."""
-
-    label: str  # "" for the values as measured
-    history: list[float]  # the baseline's runs
-    saves: list[int] | None  # values each save added to the history, oldest first
-    now: list[float]  # this run's processes, the test's own first
-    change: float = 0.0
-    mdc: float = math.inf
-    noise: Noise | None = None
-
-
-def series(now: Replicates, base: Stored) -> list[Evidence]:
-    """The values as measured, and, when both sides timed the machine's yardstick, the values
-    relative to it (their history is the tail of the one as measured, save for save)."""
-    saves = base.history_saves if base.history else None
-    found = [Evidence("", base.runs, saves, list(now.values))]
-    base_relative = base.relative_history or ([base.relative] if base.relative else None)
-    if now.relative is not None and base_relative:
-        found.append(Evidence(RELATIVE, list(base_relative), saves, list(now.relative)))
-    if now.paced is not None and base.paced_history:
-        found.append(Evidence(PACED, list(base.paced_history), saves, list(now.paced)))
-    return found
-
-
 def _weigh(e: Evidence, current: Metric, base: Stored, tol: float, rules: Rules,
            family: Family | None = None) -> Evidence:
     e.history = [v for v in e.history if math.isfinite(v)]
@@ -145,21 +122,6 @@ def _weigh(e: Evidence, current: Metric, base: Stored, tol: float, rules: Rules,
             e.noise = family.floor(e.noise, e.label)
         e.mdc = e.noise.mdc(tol, rules.alpha)
     return e
-
-
-def _tracking(raw: Evidence, rel: Evidence) -> tuple[bool, str]:
-    """Whether the yardstick (or the compute pace) tracks the metric over the runs that timed
-    it: the stored ones (the tail of the history) and this run's processes, each as measured
-    and relative. A compute pace not yet seen over enough runs is not said."""
-    stored = min(len(raw.history), len(rel.history))
-    now = len(rel.now) if len(rel.now) == len(raw.now) else 1
-    measured = raw.history[len(raw.history) - stored:] + raw.now[:now]
-    relative = rel.history[len(rel.history) - stored:] + rel.now[:now]
-    if rel.label == PACED:
-        if len(measured) < MIN_TRACKING_RUNS:
-            return False, ""
-        return yardstick_tracks(measured, relative, "the compute pace")
-    return yardstick_tracks(measured, relative)
 
 
 def seeded_basis(seeded_from: str) -> str:
@@ -217,7 +179,7 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
                        basis=f"the value is {now.value}, not a number as in the baseline")
     if current.exact or base.exact:
         return _judge_exactly(current, now, base, tol)
-    found = modes.modal([v for v in base.runs if math.isfinite(v)], list(now.values))
+    found = machine_modes(base, now)
     if found is not None and len(found.stored) >= 2:
         return _judge_modes(found, current, now, base, tol, rules, can_confirm, advice)
     if found is not None and found.new and found.now >= 2:
@@ -233,7 +195,7 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
     relative, words = [], []
     pace_tracks: bool | None = None  # what the history says of the compute pace, if enough
     for other in others:  # the yardstick's series, the compute pace's
-        tracks, told = _tracking(raw, other)
+        tracks, told = tracking(raw, other)
         words += [told] if told else []
         if other.label == PACED and told:
             pace_tracks = tracks
@@ -257,6 +219,17 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
                 "moved the other way: judged as measured")
         e = raw
         verdict = _judge(raw, current, now, base, tol, rules, can_confirm, note)
+    paced = next((o for o in others if o.label == PACED and o.noise is not None), None)
+    if can_confirm and paced is not None and pace_tracks is not False and \
+            verdict.outcome not in (SUSPECT, "regressed") and current.better == "lower" and \
+            paced.change > tol:
+        # A faster stretch of the machine than the save's hides what the time relative to its
+        # pace shows (50 % more work read +4 % as measured, and the pace +25 %): measured
+        # again, so that processes run together can show whether the pace tracks the metric.
+        again = _judge(paced, current, now, base, tol, rules, can_confirm,
+                       f"; as measured {e.change:+.1%}, {verdict.outcome}")
+        if again.outcome == SUSPECT:
+            return again
     # A blind spot is what the noise hides; a wide tolerance is the user's own choice.
     noisy = e.noise.mdc(0.0, rules.alpha) if e.noise is not None else 0.0
     if rules.max_detectable and noisy > rules.max_detectable:
