@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -199,6 +200,30 @@ def test_the_compiled_call_passes_arguments_and_keeps_the_last_result() -> None:
     clock = CpuClock(overhead_ns=0)
     clock.run(Call(fn, (3, 4), {"out": sink}), count=2, inner=3)
     assert sink[-6:] == [7] * 6
+
+
+def test_each_result_is_freed_before_the_next_call_allocates() -> None:
+    """A call that allocates its output gets back the block the last one freed, as in timeit's
+    loop: the sampling loop held the previous output while the next call allocated, and a
+    1M-element torch add's 4 MB outputs took three blocks by turns and read 20-60 % above
+    timeit in the same process."""
+    class Output:
+        pass
+
+    last: list[weakref.ref[Output]] = []
+    alive_at_call: list[bool] = []
+
+    def allocate() -> Output:
+        alive_at_call.append(bool(last) and last[-1]() is not None)
+        out = Output()
+        last.append(weakref.ref(out))
+        return out
+
+    clock = CpuClock(overhead_ns=0)
+    clock.run(allocate, count=5, inner=1)
+    assert alive_at_call == [False] * 5
+    clock.run(allocate, count=3, inner=2)  # inside a sample the loop drops each at once
+    assert alive_at_call == [False] * 11
 
 
 def test_cpu_calls_below_the_clock_resolution_are_batched() -> None:

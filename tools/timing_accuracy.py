@@ -4,6 +4,7 @@ table of the three medians and how far hpml.time is from each.
 
     python tools/timing_accuracy.py --trials 5                 # about 6 minutes
     python tools/timing_accuracy.py --trials 1 --cases no-op add-1k   # a smoke run
+    python tools/timing_accuracy.py --trials 3 --in-process 3  # the tools by turns in one process
 
 The calls run from a no-op to about 100 ms (their nominal durations are in their names; the
 table shows what was measured). Each tool times every call of a trial in one fresh process;
@@ -41,6 +42,8 @@ CASES: list[tuple[str, str, str]] = [
     ("sum-1k (~10 us)", "", "return sum(range(1000))"),
     ("add-100k (~50 us)", "a100k, b100k = torch.rand(100_000), torch.rand(100_000)",
      "return torch.add(a100k, b100k)"),
+    ("add-1M (~250 us)", "a1m, b1m = torch.rand(1_000_000), torch.rand(1_000_000)",
+     "return torch.add(a1m, b1m)"),
     ("sorted-10k (~1 ms)", "floats10k = [((i * 7919) % 10007) / 3.0 for i in range(10_000)]",
      "return sorted(floats10k)"),
     ("matmul-256 (~1 ms)", "m256 = torch.rand(256, 256)", "return m256 @ m256"),
@@ -72,6 +75,46 @@ def write_cases(folder: Path, names: list[str]) -> None:
         "import pytest\n\nfrom cases import CALLS\n\n\n"
         "@pytest.mark.parametrize('case', list(CALLS))\n"
         "def test_call(hpml, case):\n    hpml.time(CALLS[case])\n")
+    (folder / "test_in_process.py").write_text(IN_PROCESS)
+
+
+# --in-process: the three tools take turns on each call inside one pytest test, so that they
+# share the process (its heap, its imports) and the machine's moment: on a machine whose speed
+# moves by tens of percent between processes, only a difference within one process shows.
+IN_PROCESS = """import json
+import os
+import statistics
+import timeit
+
+import pytest
+from torch.utils.benchmark import Timer
+
+from cases import CALLS
+
+
+def timeit_median(f):
+    timer = timeit.Timer("f()", globals={"f": f})
+    number, _ = timer.autorange()
+    return statistics.median(timer.repeat(7, number)) / number
+
+
+@pytest.mark.parametrize("case", list(CALLS))
+def test_side_by_side(hpml, case):
+    f = CALLS[case]
+    tools = {
+        "pytest-hpml": lambda i: hpml.time(f, name=f"round_{i}").median,
+        "torch.utils.benchmark": lambda i: Timer("f()", globals={"f": f}
+                                                 ).blocked_autorange().median,
+        "timeit": lambda i: timeit_median(f),
+    }
+    names = list(tools)
+    seen = {name: [] for name in names}
+    for i in range(int(os.environ["HPML_ACCURACY_ROUNDS"])):
+        for name in names[i % 3:] + names[:i % 3]:
+            seen[name].append(tools[name](i))
+    with open(os.environ["HPML_ACCURACY_OUT"], "a") as out:
+        out.write(json.dumps({case: {n: statistics.median(v) for n, v in seen.items()}}) + "\\n")
+"""
 
 
 TIMEIT = """
@@ -122,10 +165,39 @@ def measure(tool: str, folder: Path, keys: list[str]) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run(out: Path, trials: int, keys: list[str], log=print) -> dict[str, dict[str, list[float]]]:
+def measure_in_process(folder: Path, rounds: int) -> dict[str, dict[str, float]]:
+    """Seconds per call of each case and tool, from one pytest process where the tools took
+    turns `rounds` times on each call (the median of each tool's rounds)."""
+    found = folder / "in-process.jsonl"
+    found.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(folder), str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        "HPML_ACCURACY_ROUNDS": str(rounds), "HPML_ACCURACY_OUT": str(found)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(folder / "test_in_process.py"), "-q",
+         "-p", "no:cacheprovider", "-p", "no:benchmark", "--rootdir", str(folder),
+         "--hpml-env=keep"], cwd=folder, env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"the in-process run failed:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    by_case: dict[str, dict[str, float]] = {}
+    for line in found.read_text().splitlines():
+        by_case.update(json.loads(line))
+    return by_case
+
+
+def run(out: Path, trials: int, keys: list[str], log=print,
+        in_process: int = 0) -> dict[str, dict[str, list[float]]]:
     out.mkdir(parents=True, exist_ok=True)
     write_cases(out, keys)
     seconds: dict[str, dict[str, list[float]]] = {t: {k: [] for k in keys} for t in TOOLS}
+    if in_process:
+        for trial in range(trials):
+            started = time.perf_counter()
+            for key, tools in measure_in_process(out, in_process).items():
+                for tool, value in tools.items():
+                    seconds[tool][key].append(value)
+            log(f"trial {trial + 1}/{trials} (one process): {time.perf_counter() - started:.0f} s")
+        return seconds
     for trial in range(trials):
         order = TOOLS[trial % 3:] + TOOLS[:trial % 3]
         for tool in order:
@@ -176,8 +248,11 @@ def main() -> None:
     known = [case_key(n) for n, _, _ in CASES]
     parser.add_argument("--cases", nargs="+", choices=known, default=known, metavar="CASE",
                         help=f"the calls to time ({', '.join(known)})")
+    parser.add_argument("--in-process", type=int, default=0, metavar="ROUNDS",
+                        help="the three tools take turns ROUNDS times on each call inside one "
+                             "pytest process per trial (0: each tool in a process of its own)")
     args = parser.parse_args()
-    seconds = run(args.out, args.trials, args.cases)
+    seconds = run(args.out, args.trials, args.cases, in_process=args.in_process)
     print()
     print(table(seconds, args.cases))
 
