@@ -90,3 +90,19 @@ def test_short_calls_keep_the_ratios_of_their_known_costs(pytester: pytest.Pytes
         if not broken[-1]:
             return
     pytest.fail(f"every one of {ATTEMPTS} measurements breaks a bound: {broken}")
+
+
+def test_the_accuracy_tools_in_process_mode_times_each_call_with_all_three(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tools/timing_accuracy.py --in-process: one pytest process whose test times each call with
+    hpml.time, torch.utils.benchmark and timeit by turns (what the README's before/after table
+    of the allocating add came from)."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
+    import timing_accuracy
+
+    seconds = timing_accuracy.run(tmp_path, trials=1, keys=["add-1M"], log=lambda _: None,
+                                  in_process=1)
+    for tool in timing_accuracy.TOOLS:
+        assert 1e-5 < seconds[tool]["add-1M"][0] < 0.1, seconds
