@@ -8,6 +8,7 @@ values as measured spread by tens of percent between saves, relative to the pace
 from __future__ import annotations
 
 import random
+import statistics
 import subprocess
 
 import pytest
@@ -207,3 +208,23 @@ def test_a_slowdown_a_faster_stretch_hides_is_measured_again_then_held_back() ->
     final = judge_metric(metric, now, base, Rules())
     assert final is not None and final.outcome == "ambiguous" and final.blind, final
     assert "the other way" in final.basis
+
+
+def test_a_slowdown_that_reads_faster_as_measured_is_caught_where_this_run_moved_with_the_pace(
+        ) -> None:
+    """50 % more work, two of its three processes in a stretch 1.7x faster than the save's: as
+    measured the median moved -12 %, relative to the pace +50 % in each process. This run's
+    own processes moved with the pace, so the verdict relative to it is not a pace that moved
+    on its own (which is judged as measured: test_drift_and_yardstick)."""
+    rng = random.Random(8)
+    history, paced = _together(rng, [1.0, 1.0, 1.0])
+    base = Stored("time", history[-1], "s", "lower", compute_yardstick=LOOP, notch=0.004,
+                  n=50, history=history, paced_history=paced, history_saves=[3])
+    values, now_paced = _together(rng, [1.0, 0.6, 0.6], work=1.5 * WORK)
+    metric = Metric("time", values[0], "s", "lower", compute_yardstick=LOOP,
+                    samples=[values[0] * rng.uniform(0.99, 1.01) for _ in range(50)])
+    assert statistics.median(values) < min(history)
+    verdict = judge_metric(metric, Replicates(tuple(values), None, tuple(now_paced)), base,
+                           Rules())
+    assert verdict is not None and verdict.outcome == "regressed" and verdict.relative, verdict
+    assert "between processes run together" in verdict.basis

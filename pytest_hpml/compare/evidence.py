@@ -12,12 +12,15 @@ the picture, else over all the runs that timed it (noise.yardstick_tracks).
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 from pytest_hpml.compare import modes
 from pytest_hpml.compare.noise import (
+    MIN_OCCASION_SPREAD,
     MIN_TRACKING_RUNS,
     Noise,
+    logs,
     occasions,
     yardstick_tracks,
     yardstick_tracks_together,
@@ -41,6 +44,9 @@ class Evidence:
     change: float = 0.0
     mdc: float = math.inf
     noise: Noise | None = None
+    # Shown to track the metric between processes run together, this run's own among them
+    # (tracking): the values moved with the yardstick within this very run.
+    together: bool = False
 
 
 def series(now: Replicates, base: Stored) -> list[Evidence]:
@@ -71,11 +77,29 @@ def tracking(raw: Evidence, rel: Evidence) -> tuple[bool, str]:
         [*occasions(measured[:stored], raw.saves), measured[stored:]],
         [*occasions(relative[:stored], rel.saves), relative[stored:]], name)
     if together is not None and together[0]:
+        rel.together = _moved_with_it_now(measured[stored:], relative[stored:])
         return together
     if rel.label == PACED and len(measured) < MIN_TRACKING_RUNS:
         return together or (False, "")
     whole = yardstick_tracks(measured, relative, name)
     return together if together is not None and not whole[0] else whole
+
+
+#: This run's own processes moved with the yardstick where relative to it they spread at most
+#: this share of their spread as measured (stricter than the tracking rule: two degrees of
+#: freedom at least, not three).
+NOW_RATIO = 0.5
+
+
+def _moved_with_it_now(measured: list[float], relative: list[float]) -> bool:
+    """Whether this run's own processes, at different speeds of the machine (5 % apart at
+    least), moved with the yardstick: then a verdict relative to it is not a yardstick that
+    moved on its own since the save (a history that tracked it says nothing of this run)."""
+    raw, rel = logs(measured), logs(relative)
+    if len(raw) < 3 or len(rel) != len(raw):
+        return False
+    spread, left = statistics.stdev(raw), statistics.stdev(rel)
+    return spread >= MIN_OCCASION_SPREAD and left <= NOW_RATIO * spread
 
 
 def machine_modes(base: Stored, now: Replicates) -> modes.Modal | None:
