@@ -138,19 +138,30 @@ print(json.dumps(out))
 """
 
 
+def _env(folder: Path, **extra: str) -> dict[str, str]:
+    """This environment with the cases' folder and this repository first on the import path."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(folder), str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep), **extra}
+
+
+def _pytest(folder: Path, test_file: str, env: dict[str, str], *args: str) -> None:
+    """One fresh pytest process of `test_file` as a user runs it, with the plugin's environment
+    control off (the same process environment as the other tools)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(folder / test_file), "-q", "-p", "no:cacheprovider",
+         "-p", "no:benchmark", "--rootdir", str(folder), "--hpml-env=keep", *args],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"pytest of {test_file} failed:\n{done.stdout[-3000:]}"
+                         f"{done.stderr[-2000:]}")
+
+
 def measure(tool: str, folder: Path, keys: list[str]) -> dict[str, float]:
     """Seconds per call of each case, from one fresh process of `tool`."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(folder), str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = _env(folder)
     if tool == "pytest-hpml":
         report = folder / "hpml-report.json"
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", str(folder / "test_cases.py"), "-q",
-             "-p", "no:cacheprovider", "-p", "no:benchmark", "--rootdir", str(folder),
-             "--hpml-env=keep", f"--hpml-report={report}"],
-            cwd=folder, env=env, capture_output=True, text=True, timeout=1800)
-        if done.returncode != 0:
-            raise SystemExit(f"pytest-hpml failed:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+        _pytest(folder, "test_cases.py", env, f"--hpml-report={report}")
         found = {}
         for record in read_results(report):
             metric = record.metric("time")
@@ -170,15 +181,8 @@ def measure_in_process(folder: Path, rounds: int) -> dict[str, dict[str, float]]
     turns `rounds` times on each call (the median of each tool's rounds)."""
     found = folder / "in-process.jsonl"
     found.unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(folder), str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-        "HPML_ACCURACY_ROUNDS": str(rounds), "HPML_ACCURACY_OUT": str(found)}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", str(folder / "test_in_process.py"), "-q",
-         "-p", "no:cacheprovider", "-p", "no:benchmark", "--rootdir", str(folder),
-         "--hpml-env=keep"], cwd=folder, env=env, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise SystemExit(f"the in-process run failed:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    _pytest(folder, "test_in_process.py", _env(
+        folder, HPML_ACCURACY_ROUNDS=str(rounds), HPML_ACCURACY_OUT=str(found)))
     by_case: dict[str, dict[str, float]] = {}
     for line in found.read_text().splitlines():
         by_case.update(json.loads(line))

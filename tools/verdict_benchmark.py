@@ -174,8 +174,8 @@ def run(out: Path, trials: int, before: str | None, log=print, workload: str = "
                 keep.parent.mkdir(exist_ok=True)
                 # pytest-hpml's JSON report holds every process's value and each verdict's
                 # basis: the evidence a miss or a false alarm rested on.
-                report = [f"--hpml-report={keep}.json"] if tool.compare[-1].startswith(
-                    "--hpml-baselines") else []
+                report = [f"--hpml-report={keep}.json"] if "--hpml-compare" in tool.compare \
+                    else []
                 code, seconds, text = _pytest(tool, [*tool.compare, *report], work)
                 if code not in (0, 1):
                     raise SystemExit(f"{tool.name} ended with exit code {code}:\n"

@@ -12,15 +12,12 @@ the picture, else over all the runs that timed it (noise.yardstick_tracks).
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 
 from pytest_hpml.compare import modes
 from pytest_hpml.compare.noise import (
-    MIN_OCCASION_SPREAD,
     MIN_TRACKING_RUNS,
     Noise,
-    logs,
     occasions,
     yardstick_tracks,
     yardstick_tracks_together,
@@ -95,11 +92,8 @@ def _moved_with_it_now(measured: list[float], relative: list[float]) -> bool:
     """Whether this run's own processes, at different speeds of the machine (5 % apart at
     least), moved with the yardstick: then a verdict relative to it is not a yardstick that
     moved on its own since the save (a history that tracked it says nothing of this run)."""
-    raw, rel = logs(measured), logs(relative)
-    if len(raw) < 3 or len(rel) != len(raw):
-        return False
-    spread, left = statistics.stdev(raw), statistics.stdev(rel)
-    return spread >= MIN_OCCASION_SPREAD and left <= NOW_RATIO * spread
+    found = yardstick_tracks_together([measured], [relative], ratio=NOW_RATIO, min_dof=2)
+    return found is not None and found[0]
 
 
 def machine_modes(base: Stored, now: Replicates) -> modes.Modal | None:

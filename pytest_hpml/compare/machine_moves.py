@@ -94,19 +94,17 @@ def compute_pace(verdict: Verdict, current: Metric, base: Stored, tol: float) ->
     allowed = math.log1p(tol)
     if current.pace_tracked:
         allowed = max(allowed, UNEXPLAINED * abs(math.log1p(verdict.change)))
+    pace = (f"the machine's compute pace (a fixed loop timed between the samples, "
+            f"{before:.4g} -> {now:.4g} s) moved {machine:+.1%}")
     if paced * verdict.change < 0:
         # The machine moved further than the value did: relative to its pace the change
         # points the other way (20 % more work read -34 % in a stretch 45 % faster than the
         # save's), and a verdict in the measured direction would be the machine's, not the
         # code's.
-        return (f"the machine's compute pace (a fixed loop timed between the samples, "
-                f"{before:.4g} -> {now:.4g} s) moved {machine:+.1%}, further than the value "
-                f"did: relative to it {paced:+.1%}, the other way")
+        return f"{pace}, further than the value did: relative to it {paced:+.1%}, the other way"
     if left > allowed:
         return None
-    return (f"the machine's compute pace (a fixed loop timed between the samples, "
-            f"{before:.4g} -> {now:.4g} s) moved {machine:+.1%} with it, which leaves "
-            f"{paced:+.1%}: the machine's move, not the code's")
+    return f"{pace} with it, which leaves {paced:+.1%}: the machine's move, not the code's"
 
 
 def held_back(verdict: Verdict, current: Metric, base: Stored, tol: float,

@@ -253,23 +253,26 @@ MIN_OCCASION_SPREAD = 0.05
 
 
 def yardstick_tracks_together(measured: list[list[float]], relative: list[list[float]],
-                              name: str = "the yardstick") -> tuple[bool, str] | None:
+                              name: str = "the yardstick", ratio: float = TRACKING_RATIO,
+                              min_dof: int = MIN_TRACKING_DOF) -> tuple[bool, str] | None:
     """Whether the yardstick tracks a metric, from processes measured together (each save's,
     and this run's; each group's values as measured and relative to their yardstick): within
     an occasion the code is the same, so a change of the code cannot pass for the yardstick's
     spread, nor hide it. Over all runs it does: a real 50 % slowdown of a call that the pace
     tracks within 3 % widened the paced values (21.5 %) as much as those as measured (22.8 %).
-    None where the occasions show too little to tell."""
+    None where the occasions show too little to tell (fewer than `min_dof` degrees of
+    freedom, or a spread as measured under MIN_OCCASION_SPREAD); tracks where the relative
+    spread is at most `ratio` of it."""
     raw_squares, dof = squares_within([logs(g) for g in measured])
     rel_squares, rel_dof = squares_within([logs(g) for g in relative])
-    if dof < MIN_TRACKING_DOF or rel_dof != dof:
+    if dof < min_dof or rel_dof != dof:
         return None
     raw, rel = math.sqrt(raw_squares / dof), math.sqrt(rel_squares / dof)
     if raw < MIN_OCCASION_SPREAD:
         return None
     said = (f"spread {pct(rel)} relative to it against {pct(raw)} as measured between "
             f"processes run together, {dof} degrees of freedom")
-    if rel <= TRACKING_RATIO * raw:
+    if rel <= ratio * raw:
         return True, f"{name} tracks this metric ({said})"
     return False, f"{name} does not track this metric ({said})"
 
