@@ -137,11 +137,13 @@ def test_a_pytest_benchmark_suite_runs_unchanged_under_pytest_hpml(
         "test_stats_and_extra_info[5]", "test_stats_and_extra_info[10]")}
     for name, found in metrics.items():
         assert found["time"]["unit"] == "s" and found["time"]["better"] == "lower", name
-    # min_rounds, and precision as the stopping rule: the first batch of 25 stops the sampling
-    # where it is that precise (a CPU hog can make it not, and sampling then goes on).
+    # min_rounds, and precision as the stopping rule: precision=0.5 at pytest-benchmark's 95 %
+    # confidence is a standard error of 0.5 / 1.96 of the mean. The first batch of 25 stops the
+    # sampling where it is that precise (a CPU hog can make it not, and sampling then goes on).
     call_form = metrics[_ids("test_call_form")]["time"]["samples"]
     first = call_form[:25]
-    precise = statistics.stdev(first) / math.sqrt(25) / statistics.fmean(first) <= 0.5
+    target = 0.5 / statistics.NormalDist().inv_cdf(0.975)
+    precise = statistics.stdev(first) / math.sqrt(25) / statistics.fmean(first) <= target
     assert len(call_form) == 25 if precise else len(call_form) > 25, call_form
     assert len(metrics[_ids("test_pedantic_rounds")]["time"]["samples"]) == 6
     assert len(metrics[_ids("test_pedantic_setup_teardown")]["time"]["samples"]) == 5
