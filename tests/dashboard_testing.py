@@ -5,6 +5,7 @@ machine); tools/dashboard_demo.py makes a real history."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from hpml_testing import HERE
@@ -53,11 +54,24 @@ def _judged(path: Path, records: list[Record]) -> list[Record]:
     return records
 
 
+def family_of(save: int, scale: float = 1.0) -> list[Record]:
+    """One test's four rows of one metric (a sweep inside one test: one family), the latest
+    save 8 % slower on every row."""
+    wobble = (1 + 0.01 * ((save * 7) % 3 - 1)) * (1.08 if save == SAVES - 1 else 1.0)
+    rows = [_row(f"test_fam.py::test_sizes[n={n}]", "family", 1e-4 * n * scale * wobble,
+                 spread=0.06, n=n)
+            for n in (1, 2, 4, 8)]
+    for row in rows:
+        row.test = "test_fam.py::test_sizes"
+    return rows
+
+
 def make_history(folder: Path, facts: dict = HERE, saves: int = SAVES, scale: float = 1.0,
-                 machine: int = 0) -> Path:
+                 machine: int = 0,
+                 records: Callable[[int, float], list[Record]] = records_of) -> Path:
     path = folder / f"{machine}-quick.json"
     for i in range(saves):
-        baselines.save(path, facts, "quick", _judged(path, records_of(i, scale)), MergePolicy(
+        baselines.save(path, facts, "quick", _judged(path, records(i, scale)), MergePolicy(
             when=f"2026-05-{i + 1:02d}T10:00:00+00:00", commit=commit_of(i, machine)))
     return path
 

@@ -18,6 +18,7 @@ from dashboard_testing import (
     SAVES,
     SWEEP,
     commit_of,
+    family_of,
     make_history,
     records_of,
     series_count,
@@ -73,6 +74,30 @@ def test_the_latest_verdict_is_the_one_a_comparison_gives(tmp_path: Path) -> Non
     assert (shown.verdict.outcome, shown.verdict.change, shown.verdict.mdc) == (
         verdict.outcome, pytest.approx(verdict.change), pytest.approx(verdict.mdc))
     assert shown.verdict.basis == verdict.basis
+
+
+def test_a_tests_rows_are_judged_together_as_a_comparison_of_the_run_judges_them(
+        tmp_path: Path) -> None:
+    """The rows of one test that record one metric are one family when --hpml-compare judges
+    the run (they share the test's alpha): the dashboard judges the latest save's rows the
+    same way, not each as if it were the test's only row."""
+    before = make_history(tmp_path / "before", saves=SAVES - 1, records=family_of)
+    after = make_history(tmp_path / "after", saves=SAVES, records=family_of)
+    found = series.read([after])
+    rules = judging.Rules()
+    judged = judging.save_verdicts(found.series, rules)
+    compared = results_files.compare_results(before, family_of(SAVES - 1))
+    assert len(compared) == 4
+    for row in compared:
+        shown = judging.figures(_series(found, row.id), rules, judged)
+        verdict = row.verdict("time")
+        assert shown.verdict_from == "save"
+        assert (shown.verdict.outcome, shown.verdict.change, shown.verdict.mdc,
+                shown.verdict.basis) == (verdict.outcome, pytest.approx(verdict.change),
+                                         pytest.approx(verdict.mdc), verdict.basis)
+        # Judged as the only row of its test, it would say other than the comparison.
+        alone = judging.figures(_series(found, row.id), rules).verdict
+        assert (alone.mdc, alone.basis) != (pytest.approx(verdict.mdc), verdict.basis)
 
 
 def test_blind_spots_accepted_levels_and_first_saves_are_said(tmp_path: Path) -> None:

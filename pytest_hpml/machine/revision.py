@@ -74,12 +74,12 @@ def tree_is_clean(rootdir: Path, leave_out: Path | None = None,
     if git is None:
         return False
     pathspec = ["--", "."]
-    if leave_out is not None and Path(leave_out).resolve().is_relative_to(
-            Path(rootdir).resolve()):
+    left_out = Path(leave_out).resolve() if leave_out is not None else None
+    if left_out is not None and left_out.is_relative_to(Path(rootdir).resolve()):
         # Only a folder under rootdir can be left out: git refuses a pathspec outside the
         # repository (status 128), and a baselines folder elsewhere (another checkout, the
         # baseline branch's) made every tree read as dirty. One outside "." is left out already.
-        pathspec.append(f":(exclude){Path(leave_out).resolve()}")
+        pathspec.append(f":(exclude){left_out}")
     try:
         out = run([git, "-C", str(rootdir), "status", "--porcelain", "--untracked-files=no",
                    *pathspec], capture_output=True, text=True, timeout=30)

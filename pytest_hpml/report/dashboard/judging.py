@@ -29,12 +29,13 @@ def level_of(metric: Stored) -> float:
     return metric.reference
 
 
-def judge(current: Metric, values: Replicates, base: Stored, rules: Rules) -> Verdict | None:
-    """The verdict --hpml-compare gives `current` (measured in the processes `values`) against
-    `base` (no confirmation runs): the engine's, on a row of that one metric."""
-    row = Record("", "", metrics=[current], replicates={current.name: values})
-    engine.judge(row, {current.name: base}, rules)
-    return row.verdict(current.name)
+def judge_saves(rows: list[tuple[Record, dict[str, Stored]]], rules: Rules) -> None:
+    """The verdicts --hpml-compare gives each row (a save's run: its metrics and the values of
+    its processes) against its evidence (the row's stored metrics as they stood before), with no
+    confirmation runs: the engine's, on the rows together, so that a test's rows recording one
+    metric are one family and a derived figure follows its timing."""
+    evidence = {record.id: base for record, base in rows}
+    engine.judge_rows([record for record, _ in rows], evidence.__getitem__, rules)
 
 
 def noise_of(values: list[float], counts: list[int], metric: Stored, rules: Rules
@@ -128,9 +129,39 @@ def _accepted_by_latest(s: Series) -> Verdict | None:
         "history starts at the new level"))
 
 
-def figures(s: Series, rules: Rules) -> Figures:
+def _judged_by_save(s: Series) -> bool:
+    """Whether the series' verdict is its latest save's against the level before it."""
+    return (s.run is None or s.run.verdict is None) and _accepted_by_latest(s) is None \
+        and len(s.saves) >= 2 and all(save.values for save in s.saves)
+
+
+def save_verdicts(found: list[Series], rules: Rules) -> dict[str, Verdict]:
+    """The verdict of each series judged by its latest save, by Series.key: each file's latest
+    saves judged as the runs they were, row by row (the metrics of a row together, the rows of
+    a test together), as --hpml-compare judged them."""
+    rows: dict[tuple[str, str], dict[str, tuple[Record, dict[str, Stored]]]] = {}
+    for s in found:
+        if not _judged_by_save(s):
+            continue
+        current, values = _latest_save(s)
+        record, base = rows.setdefault((s.machine, s.profile), {}).setdefault(
+            s.record_id, (Record(s.record_id, s.experiment, test=s.node), {}))
+        record.metrics.append(current)
+        record.replicates[s.name] = values
+        base[s.name] = _base(s, s.saves[:-1])
+    out: dict[str, Verdict] = {}
+    for (machine, profile), by_row in rows.items():
+        judge_saves(list(by_row.values()), rules)
+        for record, _ in by_row.values():
+            for name, verdict in record.verdicts.items():
+                out[f"{machine}|{profile}|{record.id}|{name}"] = verdict
+    return out
+
+
+def figures(s: Series, rules: Rules, judged: dict[str, Verdict] | None = None) -> Figures:
     """The figures of a series: from its latest run's report where one was given, else from
-    its history (the latest save against the level before it)."""
+    its history (the latest save against the level before it). `judged`: save_verdicts() of
+    every series shown (else the series is judged as the only row of its file)."""
     values = [v for save in s.saves for v in save.values]
     counts = [len(save.values) for save in s.saves if save.values]
     tolerance = tolerance_of(s.metric, rules)
@@ -144,8 +175,9 @@ def figures(s: Series, rules: Rules) -> Figures:
         latest = run.values.value
     elif (accepted := _accepted_by_latest(s)) is not None:
         verdict, source = accepted, "accepted"
-    elif len(s.saves) >= 2 and all(save.values for save in s.saves):
-        verdict, source = judge(*_latest_save(s), _base(s, s.saves[:-1]), rules), "save"
+    elif _judged_by_save(s):
+        judged = save_verdicts([s], rules) if judged is None else judged
+        verdict, source = judged.get(s.key), "save"
     found, blind = None, None
     if values and s.metric.exact:
         found = tolerance

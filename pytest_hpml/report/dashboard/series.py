@@ -69,6 +69,9 @@ class Series:
     accepted: list[Accepted]
     save_order: dict[str, int]  # the file's saves, oldest first: their place on a chart
     run: Run | None = None  # the same metric in the latest run's report, verdict included
+    # The node id of the test that made the row, as stored ("" for rows of other origins): a
+    # comparison judges a test's rows that record one metric as one family.
+    node: str = ""
 
     @property
     def name(self) -> str:
@@ -172,7 +175,8 @@ def read_baseline(path: Path) -> list[Series]:
             found.append(Series(path, machine, hardware, loaded.profile, rid, test, row,
                                 lab_of(record.get("test") or test),
                                 str(record.get("experiment", "")), Stored.from_dict(m),
-                                _saves(m, table), _accepted(m, table), order))
+                                _saves(m, table), _accepted(m, table), order,
+                                node=str(record.get("test") or "")))
     return found
 
 

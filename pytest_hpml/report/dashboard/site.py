@@ -60,10 +60,11 @@ def slug(text: str, key: str) -> str:
 
 def _entries(found: series.Found, rules: judging.Rules) -> list[pages.Entry]:
     out = []
+    judged = judging.save_verdicts(found.series, rules)
     for s in found.series:
         function = s.test.split("::")[-1][:40]  # the metric's name kept whole in the file's
         page = "metrics/" + slug(f"{function}-{s.name}", f"{s.test}|{s.name}")
-        out.append(pages.Entry(s, judging.figures(s, rules), page + ".html",
+        out.append(pages.Entry(s, judging.figures(s, rules, judged), page + ".html",
                                slug(f"{s.row or 'row'}-{s.machine}", s.key)))
     out.sort(key=lambda e: (e.series.lab, e.series.test, e.series.name,
                             series.natural(e.series.row), e.series.machine, e.series.profile))
