@@ -210,21 +210,39 @@ def test_a_slowdown_a_faster_stretch_hides_is_measured_again_then_held_back() ->
     assert "the other way" in final.basis
 
 
-def test_a_slowdown_that_reads_faster_as_measured_is_caught_where_this_run_moved_with_the_pace(
-        ) -> None:
-    """50 % more work, two of its three processes in a stretch 1.7x faster than the save's: as
-    measured the median moved -12 %, relative to the pace +50 % in each process. This run's
-    own processes moved with the pace, so the verdict relative to it is not a pace that moved
-    on its own (which is judged as measured: test_drift_and_yardstick)."""
-    rng = random.Random(8)
+def _faster_stretch(seed: int, fast: float) -> tuple[Metric, Replicates, Stored]:
+    """50 % more work, two of its three processes in a stretch `fast` times the save's speed,
+    against one save of three processes at the save's speed."""
+    rng = random.Random(seed)
     history, paced = _together(rng, [1.0, 1.0, 1.0])
     base = Stored("time", history[-1], "s", "lower", compute_yardstick=LOOP, notch=0.004,
                   n=50, history=history, paced_history=paced, history_saves=[3])
-    values, now_paced = _together(rng, [1.0, 0.6, 0.6], work=1.5 * WORK)
+    values, now_paced = _together(rng, [1.0, fast, fast], work=1.5 * WORK)
     metric = Metric("time", values[0], "s", "lower", compute_yardstick=LOOP,
                     samples=[values[0] * rng.uniform(0.99, 1.01) for _ in range(50)])
-    assert statistics.median(values) < min(history)
-    verdict = judge_metric(metric, Replicates(tuple(values), None, tuple(now_paced)), base,
-                           Rules())
+    return metric, Replicates(tuple(values), None, tuple(now_paced)), base
+
+
+def test_a_slowdown_that_reads_faster_as_measured_is_caught_where_this_run_moved_with_the_pace(
+        ) -> None:
+    """Two processes in a stretch 1.6x faster: as measured the median moved -4 %, relative to
+    the pace +50 % in each process. This run's own processes moved with the pace, so the
+    verdict relative to it is not a pace that moved on its own (which is judged as measured:
+    test_drift_and_yardstick)."""
+    metric, now, base = _faster_stretch(8, 1 / 1.6)
+    assert -0.1 < statistics.median(now.values) / statistics.median(base.history) - 1 < 0
+    verdict = judge_metric(metric, now, base, Rules())
     assert verdict is not None and verdict.outcome == "regressed" and verdict.relative, verdict
     assert "between processes run together" in verdict.basis
+
+
+def test_a_move_as_measured_beyond_the_tolerance_the_other_way_is_not_judged() -> None:
+    """The same 50 % more work in a stretch 1.8x faster reads -17 % as measured: the values
+    moved beyond the tolerance against the verdict relative to the pace. A metric that follows
+    the pace by less than the pace moved (a softmax: -19.2 % as measured, +26.8 % relative to
+    a pace 1.57x faster, unchanged code) reads just so: neither fails."""
+    metric, now, base = _faster_stretch(8, 1 / 1.8)
+    assert statistics.median(now.values) / statistics.median(base.history) - 1 < -0.1
+    verdict = judge_metric(metric, now, base, Rules())
+    assert verdict is not None and verdict.outcome == "ambiguous", verdict
+    assert "beyond the 10.0 % tolerance the other way" in verdict.basis
