@@ -20,7 +20,8 @@ baseline and pytest-benchmark.
 
 pytest-benchmark's side: --benchmark-compare-fail=median:10% (the same 10 % the plugin's
 default tolerance uses). `--before REV` adds a column for pytest-hpml at git revision REV (a
-worktree put first on PYTHONPATH), with the suite as a user of that version wrote it.
+worktree put first on PYTHONPATH), with the suite as a user of that version wrote it; in the
+suite mode, that version against its stored baseline.
 """
 
 from __future__ import annotations
@@ -118,6 +119,18 @@ WORKLOADS = {"add": (HPML_SUITE, BENCHMARK_SUITE), "slow-tail": (SLOW_TAIL_HPML,
                                                                   SLOW_TAIL_BENCHMARK)}
 
 
+def worktree(out: Path, rev: str) -> Path:
+    """A git worktree of this repository at `rev` under `out`: the plugin as it was then."""
+    tree = out / f"pytest-hpml-{rev}"
+    if not tree.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        # A worktree of an earlier run whose folder was removed is still registered.
+        subprocess.run(["git", "worktree", "prune"], cwd=ROOT, check=True, capture_output=True)
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), rev], cwd=ROOT,
+                       check=True, capture_output=True)
+    return tree
+
+
 def tools(out: Path, before: str | None, workload: str = "add",
           save_budget: str | None = None) -> list[Tool]:
     hpml_suite, benchmark_suite = WORKLOADS[workload]
@@ -136,10 +149,7 @@ def tools(out: Path, before: str | None, workload: str = "add",
               f"--benchmark-storage={out}/benchmark/.benchmarks"]),
     ]
     if before:
-        tree = out / f"pytest-hpml-{before}"
-        if not tree.exists():
-            subprocess.run(["git", "worktree", "add", "--detach", str(tree), before], cwd=ROOT,
-                           check=True, capture_output=True)
+        tree = worktree(out, before)
         found.append(Tool(f"pytest-hpml ({before})",
                           _suite(out / "before", "test_user.py",
                                  HPML_SUITE_BEFORE if workload == "add" else hpml_suite),
@@ -253,7 +263,8 @@ def main() -> None:
         out = args.out if args.out != parser.get_default("out") else ROOT / "hpml-out" / "suite"
         shutil.rmtree(out, ignore_errors=True)
         everyone = verdict_suite.run_suite(out, args.benchmarks, args.unchanged, args.slowed,
-                                           args.minutes)
+                                           args.minutes, before=worktree(out, args.before)
+                                           if args.before else None)
         print()
         print(verdict_suite.suite_table(everyone))
         return

@@ -8,6 +8,7 @@ median:10%), taking turns in fresh processes on the same machine.
     python tools/verdict_benchmark.py --suite --unchanged 24 --slowed 12 --minutes 20
     python tools/verdict_benchmark.py --suite --unchanged 2 --slowed 1 --minutes 0 \\
         --benchmarks mul-50k dict-10k          # a smoke run: a minute
+    python tools/verdict_benchmark.py --suite --before aa8bced   # + the plugin at a commit
 
 Reported per tool: unchanged runs with any false alarm, slowdowns caught (the slowed benchmark
 failed), collateral false alarms (other benchmarks failing beside a slowed one), false
@@ -150,6 +151,7 @@ class SuiteTool:
     unchanged: list[Outcome] = field(default_factory=list)
     slowed: list[tuple[str, Outcome]] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)  # of the unchanged runs
+    env: dict[str, str] = field(default_factory=dict)  # beside os.environ (PYTHONPATH)
 
 
 def git(folder: Path, *args: str) -> None:
@@ -172,10 +174,21 @@ def make_suite(folder: Path, names: list[str], test: str, repo: bool = False) ->
     return folder
 
 
-def suite_tools(out: Path, names: list[str]) -> list[SuiteTool]:
+def suite_tools(out: Path, names: list[str], before: Path | None = None) -> list[SuiteTool]:
+    """The tools side by side; `before`: a worktree of the plugin at an earlier commit, whose
+    stored-baseline mode is added (put first on PYTHONPATH)."""
     hpml = out / "hpml"
     bench = out / "benchmark"
-    return [
+    earlier = []
+    if before is not None:
+        old = out / "hpml-before"
+        rev = before.name.removeprefix("pytest-hpml-")
+        earlier.append(SuiteTool(
+            f"pytest-hpml at {rev} (stored baseline)", make_suite(old, names, HPML_TEST),
+            ["-p", "no:benchmark", "--hpml-save-baseline", f"--hpml-baselines={old}/b"],
+            ["-p", "no:benchmark", "--hpml-compare", f"--hpml-baselines={old}/b"],
+            hpml_outcome, env={"PYTHONPATH": str(before)}))
+    return earlier + [
         SuiteTool("pytest-hpml (stored baseline)", make_suite(hpml, names, HPML_TEST),
                   ["-p", "no:benchmark", "--hpml-save-baseline", f"--hpml-baselines={hpml}/b"],
                   ["-p", "no:benchmark", "--hpml-compare", f"--hpml-baselines={hpml}/b"],
@@ -200,7 +213,7 @@ def _pytest(tool: SuiteTool, args: list[str], slow: str) -> tuple[Outcome, float
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "test_suite.py", "-q",
                            "-p", "no:cacheprovider", "--rootdir", str(tool.folder), *args,
-                           *extra], cwd=tool.folder, env=dict(os.environ),
+                           *extra], cwd=tool.folder, env={**os.environ, **tool.env},
                           capture_output=True, text=True, timeout=3600)
     seconds = time.perf_counter() - started
     text = done.stdout + done.stderr
@@ -223,9 +236,10 @@ def schedule(unchanged: int, slowed: int, names: list[str]) -> list[str]:
 
 
 def run_suite(out: Path, names: list[str], unchanged: int, slowed: int, minutes: float,
-              log: Callable[[str], None] = print) -> list[SuiteTool]:
+              log: Callable[[str], None] = print, before: Path | None = None
+              ) -> list[SuiteTool]:
     out.mkdir(parents=True, exist_ok=True)
-    everyone = suite_tools(out, names)
+    everyone = suite_tools(out, names, before)
     for tool in everyone:
         if tool.save is not None:
             outcome, _, text = _pytest(tool, tool.save, "")
