@@ -263,8 +263,8 @@ def main() -> None:
         out = args.out if args.out != parser.get_default("out") else ROOT / "hpml-out" / "suite"
         shutil.rmtree(out, ignore_errors=True)
         everyone = verdict_suite.run_suite(out, args.benchmarks, args.unchanged, args.slowed,
-                                           args.minutes, before=worktree(out, args.before)
-                                           if args.before else None)
+                                           args.minutes, before=(args.before, worktree(
+                                               out, args.before)) if args.before else None)
         print()
         print(verdict_suite.suite_table(everyone))
         return

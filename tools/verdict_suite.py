@@ -174,25 +174,25 @@ def make_suite(folder: Path, names: list[str], test: str, repo: bool = False) ->
     return folder
 
 
-def suite_tools(out: Path, names: list[str], before: Path | None = None) -> list[SuiteTool]:
-    """The tools side by side; `before`: a worktree of the plugin at an earlier commit, whose
-    stored-baseline mode is added (put first on PYTHONPATH)."""
-    hpml = out / "hpml"
+def _against_stored(name: str, folder: Path, names: list[str],
+                    env: dict[str, str] | None = None) -> SuiteTool:
+    """pytest-hpml saving once into `folder`/b and comparing against it."""
+    return SuiteTool(name, make_suite(folder, names, HPML_TEST),
+                     ["-p", "no:benchmark", "--hpml-save-baseline", f"--hpml-baselines={folder}/b"],
+                     ["-p", "no:benchmark", "--hpml-compare", f"--hpml-baselines={folder}/b"],
+                     hpml_outcome, env=env or {})
+
+
+def suite_tools(out: Path, names: list[str], before: tuple[str, Path] | None = None
+                ) -> list[SuiteTool]:
+    """The tools side by side; `before`: (a revision, a worktree of the plugin at it), whose
+    stored-baseline mode is added (the worktree put first on PYTHONPATH)."""
     bench = out / "benchmark"
-    earlier = []
-    if before is not None:
-        old = out / "hpml-before"
-        rev = before.name.removeprefix("pytest-hpml-")
-        earlier.append(SuiteTool(
-            f"pytest-hpml at {rev} (stored baseline)", make_suite(old, names, HPML_TEST),
-            ["-p", "no:benchmark", "--hpml-save-baseline", f"--hpml-baselines={old}/b"],
-            ["-p", "no:benchmark", "--hpml-compare", f"--hpml-baselines={old}/b"],
-            hpml_outcome, env={"PYTHONPATH": str(before)}))
+    earlier = [] if before is None else [_against_stored(
+        f"pytest-hpml at {before[0]} (stored baseline)", out / "hpml-before", names,
+        {"PYTHONPATH": str(before[1])})]
     return earlier + [
-        SuiteTool("pytest-hpml (stored baseline)", make_suite(hpml, names, HPML_TEST),
-                  ["-p", "no:benchmark", "--hpml-save-baseline", f"--hpml-baselines={hpml}/b"],
-                  ["-p", "no:benchmark", "--hpml-compare", f"--hpml-baselines={hpml}/b"],
-                  hpml_outcome),
+        _against_stored("pytest-hpml (stored baseline)", out / "hpml", names),
         SuiteTool("pytest-hpml (--hpml-compare-ref=HEAD)",
                   make_suite(out / "hpml-ref", names, HPML_TEST, repo=True), None,
                   ["-p", "no:benchmark", "--hpml-compare-ref=HEAD"], hpml_outcome),
@@ -236,7 +236,7 @@ def schedule(unchanged: int, slowed: int, names: list[str]) -> list[str]:
 
 
 def run_suite(out: Path, names: list[str], unchanged: int, slowed: int, minutes: float,
-              log: Callable[[str], None] = print, before: Path | None = None
+              log: Callable[[str], None] = print, before: tuple[str, Path] | None = None
               ) -> list[SuiteTool]:
     out.mkdir(parents=True, exist_ok=True)
     everyone = suite_tools(out, names, before)

@@ -139,23 +139,22 @@ def save_verdicts(found: list[Series], rules: Rules) -> dict[str, Verdict]:
     """The verdict of each series judged by its latest save, by Series.key: each file's latest
     saves judged as the runs they were, row by row (the metrics of a row together, the rows of
     a test together), as --hpml-compare judged them."""
-    rows: dict[tuple[str, str], dict[str, tuple[Record, dict[str, Stored]]]] = {}
+    files: dict[tuple[str, str], dict[str, tuple[Record, dict[str, Stored]]]] = {}
+    judged: list[tuple[Series, Record]] = []
     for s in found:
         if not _judged_by_save(s):
             continue
         current, values = _latest_save(s)
-        record, base = rows.setdefault((s.machine, s.profile), {}).setdefault(
+        record, base = files.setdefault((s.machine, s.profile), {}).setdefault(
             s.record_id, (Record(s.record_id, s.experiment, test=s.node), {}))
         record.metrics.append(current)
         record.replicates[s.name] = values
         base[s.name] = _base(s, s.saves[:-1])
-    out: dict[str, Verdict] = {}
-    for (machine, profile), by_row in rows.items():
-        judge_saves(list(by_row.values()), rules)
-        for record, _ in by_row.values():
-            for name, verdict in record.verdicts.items():
-                out[f"{machine}|{profile}|{record.id}|{name}"] = verdict
-    return out
+        judged.append((s, record))
+    for rows in files.values():
+        judge_saves(list(rows.values()), rules)
+    return {s.key: verdict for s, record in judged
+            if (verdict := record.verdict(s.name)) is not None}
 
 
 def figures(s: Series, rules: Rules, judged: dict[str, Verdict] | None = None) -> Figures:
