@@ -116,7 +116,7 @@ def _pytest(folder: Path, args: list[str]) -> tuple[int, float, str]:
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            *args], cwd=folder, capture_output=True, text=True, timeout=3600)
-    return done.returncode, time.perf_counter() - started, done.stdout[-3000:]
+    return done.returncode, time.perf_counter() - started, done.stdout + done.stderr
 
 
 def project(out: Path, suite: str = SUITE) -> Path:
@@ -168,7 +168,7 @@ def main() -> None:
     for name, setup in setups:
         code, _, text = _pytest(folder, setup)
         if code:
-            raise SystemExit(f"saving {name}'s baseline failed:\n{text}")
+            raise SystemExit(f"saving {name}'s baseline failed:\n{text[-3000:]}")
     seconds: dict[str, list[float]] = {name: [] for name in commands}
     names = list(commands)
     for trial in range(args.trials):
@@ -177,8 +177,15 @@ def main() -> None:
             shutil.rmtree(folder / "trial", ignore_errors=True)  # each save its first
             code, took, text = _pytest(folder, commands[name])
             seconds[name].append(took)
-            print(f"trial {trial + 1}/{args.trials} {name:30s} exit {code} in {took:.1f} s",
-                  flush=True)
+            kept = ""
+            if code:  # a failing run's verdicts are read afterwards, not lost with the run
+                runs = args.out / "runs"
+                runs.mkdir(exist_ok=True)
+                path = runs / f"{trial + 1:02d}-{name.replace(' ', '_').replace('/', '_')}.txt"
+                path.write_text(text, encoding="utf-8")
+                kept = f" (output kept in {path})"
+            print(f"trial {trial + 1}/{args.trials} {name:30s} exit {code} in {took:.1f} s"
+                  + kept, flush=True)
     print("\n| command | median s | min s | max s |\n|---|---|---|---|")
     for name, took in seconds.items():
         print(f"| {name} | {statistics.median(took):.1f} | {min(took):.1f} | "
