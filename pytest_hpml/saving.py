@@ -86,7 +86,10 @@ class Save:
         # began was waited for then (counted above). One not started yet (an xdist controller
         # collects nothing) starts here, and its start is spent too.
         waited += rerun.ready_forkserver(self.config)
-        plan = save_plan.Plan(save_plan.budget(self.fraction, own, waited))
+        least = save_plan.floor(
+            save_plan.saves_known(m for r in by_test[t] if stored
+                                  for m in stored.metrics_for(r.id).values()) for t in by_test)
+        plan = save_plan.Plan(save_plan.budget(self.fraction, own, waited, least))
         deadline = time.monotonic() + plan.budget if math.isfinite(plan.budget) else None
         ranked = save_plan.order(by_test, known, self.durations.__getitem__)
         problems: list[str] = []
@@ -111,7 +114,11 @@ class Save:
                 f"--hpml-save-baseline: {len(measured)} of {len(by_test)} test(s) measured "
                 f"again in fresh processes ({len(plan.rounds)} round(s), {plan.spent:.1f} s of "
                 f"a --hpml-save-budget of {plan.budget:.1f} s); the next saves measure the "
-                "others, those whose history knows least of the spread between processes first")
+                "others, those whose history knows least of the spread between processes first"
+                + ("" if least else
+                   f" (every test's history holds {save_plan.DRIFT_MIN_SAVES} saves or more, "
+                   "whose spread holds the spread between processes: a save spends no more "
+                   "than its share)"))
 
     # -- the file ------------------------------------------------------------------------------
     def _judge_levels(self, records: list[Record]) -> None:

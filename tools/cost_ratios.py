@@ -10,6 +10,7 @@ own (--hpml-compare-ref=HEAD needs one), saved once per tool before the trials.
 
     python tools/cost_ratios.py --trials 5 --out hpml-out/cost
     python tools/cost_ratios.py --trials 3 --rows 10000   # one test of 10k rows instead
+    python tools/cost_ratios.py --trials 3 --history 3    # a save onto a history of 3 saves
 
 With --rows N the suite is one test that records a time for each of N rows (a sweep of a
 team's size), and the commands are a plain run, a save and a compare of it: what a baseline
@@ -152,6 +153,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "hpml-out" / "cost")
     parser.add_argument("--rows", type=int, default=0,
                         help="one test of this many rows instead of the team's suite")
+    parser.add_argument("--history", type=int, default=0, metavar="SAVES",
+                        help="each measured save adds to a history of this many saves (a team's "
+                             "save on a push to main) instead of being the first")
     args = parser.parse_args()
     commands, ratios = COMMANDS, RATIOS
     setups = [("pytest-hpml", [*HPML, "--hpml-save-baseline"]),
@@ -169,12 +173,19 @@ def main() -> None:
         code, _, text = _pytest(folder, setup)
         if code:
             raise SystemExit(f"saving {name}'s baseline failed:\n{text[-3000:]}")
+    for _ in range(args.history):  # saves on separate occasions, as pushes to main make them
+        code, _, text = _pytest(folder, [*HPML, "--hpml-save-baseline",
+                                         "--hpml-baselines=history"])
+        if code:
+            raise SystemExit(f"saving the history failed:\n{text[-3000:]}")
     seconds: dict[str, list[float]] = {name: [] for name in commands}
     names = list(commands)
     for trial in range(args.trials):
         shift = trial % len(names)
         for name in names[shift:] + names[:shift]:
-            shutil.rmtree(folder / "trial", ignore_errors=True)  # each save its first
+            shutil.rmtree(folder / "trial", ignore_errors=True)  # each save its first,
+            if args.history:  # or each the next of the same history
+                shutil.copytree(folder / "history", folder / "trial")
             code, took, text = _pytest(folder, commands[name])
             seconds[name].append(took)
             kept = ""

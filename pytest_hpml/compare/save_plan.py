@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from pytest_hpml.compare.noise import DRIFT_MIN_SAVES
 from pytest_hpml.compare.stored import Stored
 
 #: Seconds a fresh process is assumed to need beyond its tests until one has been timed.
@@ -27,12 +28,28 @@ ASSUMED_START = 1.0
 MIN_BUDGET = 3.0
 
 
-def budget(fraction: float, own: float, spent: float) -> float:
+def budget(fraction: float, own: float, spent: float, least: float = MIN_BUDGET) -> float:
     """Seconds a save's fresh processes may take: `fraction` of the run's `own` time, less what
-    was `spent` on them already (waiting for the forkserver), and MIN_BUDGET at least."""
+    was `spent` on them already (waiting for the forkserver), and `least` at least (floor())."""
     if math.isinf(fraction):
         return math.inf
-    return max(MIN_BUDGET, fraction * own - spent)
+    return max(least, fraction * own - spent)
+
+
+def floor(saves: Iterable[int]) -> float:
+    """The least a save may spend on fresh processes, given how many saves each of its tests'
+    histories holds: MIN_BUDGET while any holds fewer than DRIFT_MIN_SAVES (one process of such
+    a test is checked by nothing the history knows), nothing once all of them hold that many.
+    Each save is another occasion and another process: the spread between saves, which the
+    drift is learned from, holds the spread between processes, so a history of saves knows
+    what the floor was for, and a team saving on every push pays the run's share only."""
+    return MIN_BUDGET if any(n < DRIFT_MIN_SAVES for n in saves) else 0.0
+
+
+def saves_known(stored: Iterable[Stored]) -> int:
+    """How many saves a test's stored metrics hold (its least known metric's; 0: a new test)."""
+    found = [len(m.history_saves) if m.history_saves else int(bool(m.history)) for m in stored]
+    return min(found) if found else 0
 
 
 def knowledge(stored: Iterable[Stored]) -> int:
