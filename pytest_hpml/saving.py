@@ -125,7 +125,7 @@ class Save:
         """Verdicts for the rows a comparison did not judge, against the file as it is now:
         a save starts a new level where the engine says a metric moved beyond the noise (a
         figure derived from a timing with its timing)."""
-        found = baselines.load(self.stored.path) if self.stored.path.exists() else None
+        found = self.stored.baseline_now()
         if found is None:
             return
         engine.judge_rows([r for r in records if not r.verdicts], found.metrics_for,

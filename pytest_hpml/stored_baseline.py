@@ -38,6 +38,15 @@ class StoredBaseline(engine.Source):
         return self.baseline.metrics_for(record_id) if self.baseline else {}
 
 
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    """What tells a file rewritten since (a save replaces it by a rename: another inode)."""
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return (found.st_ino, found.st_size, found.st_mtime_ns)
+
+
 class BaselineRun:
     """This run's baseline options and the baseline file, read once."""
 
@@ -65,6 +74,7 @@ class BaselineRun:
         # all of the run's, gathered by the controller and said once at the end.
         self.new_rerun_failures: list[str] = []
         self.rerun_failures: list[str] = []
+        self.read_as: tuple[int, ...] | None = None  # the file's stamp when open() read it
 
     @property
     def rules(self) -> engine.Rules:
@@ -148,7 +158,16 @@ class BaselineRun:
                   "point --hpml-baselines at the folder that has it.")
         self.baseline = found
         self.source.baseline = found
+        self.read_as = _stamp(self.path)
         self.rows_by_test = suite.rows_by_test(found.records) if found else {}
+
+    def baseline_now(self) -> baselines.Baseline | None:
+        """The file as it is now: the one read at the start where no save has written it since
+        (a 10k-row file takes a second to read and check again), else read again (another
+        shard's or runner's save landed meanwhile)."""
+        if self.read_as is not None and _stamp(self.path) == self.read_as:
+            return self.baseline
+        return baselines.load(self.path) if self.path.exists() else None
 
     def measure_again(self, item: pytest.Item, records: list[Record], processes: int,
                       why: str) -> None:

@@ -25,7 +25,7 @@ from functools import lru_cache
 from statistics import NormalDist
 
 from pytest_hpml.compare.advice import Advice
-from pytest_hpml.measure.stats import squares_within, t_quantile
+from pytest_hpml.measure.stats import float_stdev, squares_within, t_quantile
 from pytest_hpml.report.units import DETECTABLE_SHOWN_UP_TO
 
 #: Assumed drift of a time or a rate between occasions until the history has seen it.
@@ -210,7 +210,9 @@ def estimate(history: list[float], saves: list[int] | None, now: list[float], wi
         means = [statistics.fmean(g) for g in stored]
         # The saves' means spread by the drift and by their processes' own spread.
         explained = (between or 0.0) ** 2 * statistics.fmean(1 / len(g) for g in stored)
-        learned = math.sqrt(max(0.0, statistics.variance(means) - explained))
+        # In floats: statistics.variance sums exact fractions (most of a 10k-row save's
+        # judging time went there).
+        learned = math.sqrt(max(0.0, float_stdev(means) ** 2 - explained))
         drift, drift_dof = learned, len(stored) - 1
     else:
         drift = math.log1p(drift) if drift > 0 else 0.0
@@ -236,8 +238,8 @@ def yardstick_tracks(measured: list[float], relative: list[float],
     if len(pairs) < MIN_TRACKING_RUNS:
         return False, (f"{len(pairs)} runs timed {name}, {MIN_TRACKING_RUNS} are needed "
                        "to see whether it tracks this metric")
-    raw = statistics.stdev(math.log(a) for a, _ in pairs)
-    rel = statistics.stdev(math.log(b) for _, b in pairs)
+    raw = float_stdev([math.log(a) for a, _ in pairs])
+    rel = float_stdev([math.log(b) for _, b in pairs])
     said = (f"spread {pct(rel)} relative to it against {pct(raw)} as measured over "
             f"{len(pairs)} runs")
     if raw > 0 and rel <= TRACKING_RATIO * raw:
