@@ -117,7 +117,15 @@ CI_SUITE = '''
 import time
 from pathlib import Path
 
+import pytest
 
+
+# A sleep does not follow the machine's compute pace: without the yardstick it is judged as
+# measured. With it, make test's load (two xdist workers and a CPU hog on two cores) once
+# timed the pace loop 6.7x slower than at the save, and the rule that holds back a metric
+# whose history cannot yet say whether it follows the pace said the 3x slower sleep could not
+# be judged (a blind spot), which is right for the plugin and not what this test is about.
+@pytest.mark.hpml(yardstick=False)
 def test_wait(hpml):
     # 3x slower once the file `slower` is there (well beyond a sleep's noise under load)
     hpml.time(time.sleep, 0.006 if Path("slower").exists() else 0.002, name="wait")
