@@ -151,8 +151,13 @@ def test_rank_that_hangs_is_killed_at_the_timeout(tmp_path):
 
 
 def test_rank_that_dies_silently_is_reported():
-    with pytest.raises(DistributedError, match=r"rank 1 died with exit code 3") as info:
+    # Rank 1 is named as the cause, not rank 0's echo (connection reset). Its exit code is
+    # said where torchelastic reaped it before it saw rank 0 fail; which of the two it sees
+    # first is a race (under make test's load with a CPU hog, rank 0's failure came first).
+    with pytest.raises(DistributedError, match=r"rank 1 died( with exit code 3)? without "
+                                               r"reporting a result") as info:
         run_distributed(dying_rank, 2, timeout=120)
+    assert info.value.rank == 1
     assert info.value.exception_type is None  # it died without raising
     assert multiprocessing.active_children() == []
 
