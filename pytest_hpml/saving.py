@@ -196,7 +196,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "a fraction of the run's own time: the tests whose history knows least of "
                     "the spread between processes first, the others in later saves "
                     f"({DEFAULT_SAVE_BUDGET}: a save costs at most about 1.5 runs, and "
-                    f"{save_plan.MIN_BUDGET:g} s at least; 0: none; all: every test in "
+                    f"{save_plan.MIN_BUDGET:g} s at least until every test's history holds "
+                    f"{save_plan.DRIFT_MIN_SAVES} saves; 0: none; all: every test in "
                     "--hpml-baseline-processes processes, whatever it costs)")
     add_option(parser, "--hpml-prune-baseline", action="store_true", rerun=False,
                help="with --hpml-save-baseline: drop the rows of tests that are gone from the "
