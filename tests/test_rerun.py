@@ -5,6 +5,7 @@ forked from a forkserver that has imported pytest and torch once."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -379,3 +380,24 @@ def test_the_first_test_waits_for_the_forkserver_started_beside_the_collection(
     ready = float((pytester.path / "forkserver-ready.txt").read_text())
     first = float((pytester.path / "first-test.txt").read_text())
     assert first >= ready, f"the first test began {ready - first:.2f} s before the forkserver"
+
+
+def test_fresh_processes_run_where_the_temporary_folder_is_too_long_for_a_socket(
+        tmp_path: Path) -> None:
+    # multiprocessing puts the forkserver's socket under TMPDIR; a long one made its start fail
+    # with "AF_UNIX path too long", an internal error of the run. Fresh processes then start as
+    # subprocesses: slower to start, the same numbers.
+    long_tmp = tmp_path / ("t" * (forkserver.SOCKET_PATH_MAX - len(str(tmp_path))))
+    long_tmp.mkdir()
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_sizes.py").write_text(
+        "def test_work(hpml):\n    hpml.record('work', 6.0, unit='B', better='lower')\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *FAST, "--hpml-save-baseline",
+         "--hpml-baseline-processes=2", "--hpml-save-budget=all", "--hpml-baselines=bl"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "TMPDIR": str(long_tmp)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "INTERNALERROR" not in done.stdout + done.stderr
+    stored = json.loads(only_baseline_file(tmp_path / "bl").read_text())
+    assert stored["records"][0]["metrics"][0]["history"] == [6.0, 6.0]  # the fresh one's too

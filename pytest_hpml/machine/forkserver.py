@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable
 from multiprocessing import forkserver as server
@@ -28,8 +29,19 @@ _preload: list[str] = []
 FROZEN_HEAP = "pytest_hpml.machine.frozen_heap"
 
 
+#: The longest path of a Unix socket (sun_path: 108 bytes on Linux, its NUL included).
+SOCKET_PATH_MAX = 107
+#: What multiprocessing adds to the temporary folder for the server's socket.
+SOCKET_SUFFIX = len("/pymp-xxxxxxxx/listener-xxxxxxxx")
+
+
 def available() -> bool:
-    return "forkserver" in multiprocessing.get_all_start_methods()
+    """Whether this platform has a forkserver and its socket fits under the temporary folder
+    (TMPDIR): multiprocessing puts the socket there, and a folder of more than 75 bytes made
+    the server's start fail ("OSError: AF_UNIX path too long", an internal error of the run).
+    Without it, fresh processes start as subprocesses and ranks are spawned."""
+    return ("forkserver" in multiprocessing.get_all_start_methods()
+            and len(os.fsencode(tempfile.gettempdir())) + SOCKET_SUFFIX <= SOCKET_PATH_MAX)
 
 
 def asked() -> list[str]:
