@@ -69,10 +69,12 @@ class Save:
         for record in records:
             by_test.setdefault(record.test, []).append(record)
         stored = self.stored.baseline
+        # Each test's stored metrics, gathered once for both questions the plan asks of them.
+        stored_of = {t: [m for r in rows if stored for m in stored.metrics_for(r.id).values()]
+                     for t, rows in by_test.items()}
 
         def known(test: str) -> int:
-            return save_plan.knowledge(m for r in by_test[test] if stored
-                                       for m in stored.metrics_for(r.id).values())
+            return save_plan.knowledge(stored_of[test])
 
         def processes(test: str) -> int:
             return min(len(r.values_of(m.name).values) for r in by_test[test]
@@ -86,9 +88,7 @@ class Save:
         # began was waited for then (counted above). One not started yet (an xdist controller
         # collects nothing) starts here, and its start is spent too.
         waited += rerun.ready_forkserver(self.config)
-        least = save_plan.floor(
-            save_plan.saves_known(m for r in by_test[t] if stored
-                                  for m in stored.metrics_for(r.id).values()) for t in by_test)
+        least = save_plan.floor(save_plan.saves_known(ms) for ms in stored_of.values())
         plan = save_plan.Plan(save_plan.budget(self.fraction, own, waited, least))
         deadline = time.monotonic() + plan.budget if math.isfinite(plan.budget) else None
         ranked = save_plan.order(by_test, known, self.durations.__getitem__)

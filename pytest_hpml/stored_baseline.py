@@ -111,6 +111,9 @@ class BaselineRun:
             if problem:
                 raise pytest.UsageError(f"--hpml-save-baseline: cannot save in "
                                         f"--hpml-baselines={self.directory}: {problem}")
+        # Stamped before it is read: a save landing in between makes the stamp stale (the file
+        # is read again later), never the content.
+        stamp = _stamp(self.path)
         try:
             found = baselines.load(self.path)
         except baselines.BaselineError as exc:
@@ -158,7 +161,7 @@ class BaselineRun:
                   "point --hpml-baselines at the folder that has it.")
         self.baseline = found
         self.source.baseline = found
-        self.read_as = _stamp(self.path)
+        self.read_as = stamp
         self.rows_by_test = suite.rows_by_test(found.records) if found else {}
 
     def baseline_now(self) -> baselines.Baseline | None:
