@@ -9,6 +9,8 @@ from typing import Any
 
 def plain_number(value: Any, name: str = "") -> float:
     """Accept python numbers, numpy scalars and 0-d tensors; keep the record JSON-safe."""
+    if type(value) is float:  # the common case, ahead of the checks (70 000 per 10k-row save)
+        return value
     what = f"metric {name!r}: " if name else ""
     if hasattr(value, "item"):
         size = value.numel() if hasattr(value, "numel") else getattr(value, "size", 1)

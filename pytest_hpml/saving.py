@@ -148,7 +148,9 @@ class Save:
             keep=self.keep, reset=self.reset, prune=pruned,
             commit=current_commit(self.config.rootpath),  # dated by the store, under its lock
             clean=tree_is_clean(self.config.rootpath, leave_out=path.parent))
-        saved = baselines.save(path, fingerprint(), self.stored.profile, passed, merge)
+        # The file as this run read it, where no save has rewritten it since (checked then).
+        saved = baselines.save(path, fingerprint(), self.stored.profile, passed, merge,
+                               known=self.stored.baseline)
         self.run.new_levels += saved.levels
         if saved.levels:
             self.run.say_once(

@@ -38,15 +38,6 @@ class StoredBaseline(engine.Source):
         return self.baseline.metrics_for(record_id) if self.baseline else {}
 
 
-def _stamp(path: Path) -> tuple[int, ...] | None:
-    """What tells a file rewritten since (a save replaces it by a rename: another inode)."""
-    try:
-        found = path.stat()
-    except OSError:
-        return None
-    return (found.st_ino, found.st_size, found.st_mtime_ns)
-
-
 class BaselineRun:
     """This run's baseline options and the baseline file, read once."""
 
@@ -74,7 +65,6 @@ class BaselineRun:
         # all of the run's, gathered by the controller and said once at the end.
         self.new_rerun_failures: list[str] = []
         self.rerun_failures: list[str] = []
-        self.read_as: tuple[int, ...] | None = None  # the file's stamp when open() read it
 
     @property
     def rules(self) -> engine.Rules:
@@ -111,9 +101,6 @@ class BaselineRun:
             if problem:
                 raise pytest.UsageError(f"--hpml-save-baseline: cannot save in "
                                         f"--hpml-baselines={self.directory}: {problem}")
-        # Stamped before it is read: a save landing in between makes the stamp stale (the file
-        # is read again later), never the content.
-        stamp = _stamp(self.path)
         try:
             found = baselines.load(self.path)
         except baselines.BaselineError as exc:
@@ -161,16 +148,13 @@ class BaselineRun:
                   "point --hpml-baselines at the folder that has it.")
         self.baseline = found
         self.source.baseline = found
-        self.read_as = stamp
         self.rows_by_test = suite.rows_by_test(found.records) if found else {}
 
     def baseline_now(self) -> baselines.Baseline | None:
         """The file as it is now: the one read at the start where no save has written it since
         (a 10k-row file takes a second to read and check again), else read again (another
         shard's or runner's save landed meanwhile)."""
-        if self.read_as is not None and _stamp(self.path) == self.read_as:
-            return self.baseline
-        return baselines.load(self.path) if self.path.exists() else None
+        return baselines.current(self.path, self.baseline)
 
     def measure_again(self, item: pytest.Item, records: list[Record], processes: int,
                       why: str) -> None:

@@ -254,3 +254,32 @@ def test_the_lock_file_is_never_committed_with_the_baselines(
     assert pytester.runpytest("-p", "no:cacheprovider", "--hpml-save-baseline",
                               "--hpml-baseline-processes=1").ret == 0
     assert (folder / ".gitignore").read_text() == "mine\n"
+
+
+def test_a_save_merges_into_the_file_as_read_unless_another_save_rewrote_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save under the lock uses the file the run read at its start where nothing has
+    rewritten it since (a 10 000-row file is not read and checked twice), and reads it again
+    where another save landed meanwhile: that save's rows are kept."""
+    path = tmp_path / "b.json"
+
+    def row(rid: str, value: float) -> Record:
+        return Record(rid, "e", metrics=[Metric("t", value, "s", "lower")])
+
+    save(path, HERE, "quick", [row("a", 1.0)])
+    read_at_start = load(path)
+    reads: list[Path] = []
+    real_load = baselines.load
+    monkeypatch.setattr(baselines, "load", lambda p: reads.append(p) or real_load(p))
+    save(path, HERE, "quick", [row("a", 1.1)], known=read_at_start)
+    assert reads == []
+    assert real_load(path).metrics_for("a")["t"].runs == [1.0, 1.1]
+
+    stale = real_load(path)
+    save(path, HERE, "quick", [row("b", 2.0)])  # another runner's save lands meanwhile
+    reads.clear()
+    save(path, HERE, "quick", [row("a", 1.2)], known=stale)
+    assert reads == [path]
+    merged = real_load(path)
+    assert merged.metrics_for("b")["t"].value == 2.0
+    assert merged.metrics_for("a")["t"].runs == [1.0, 1.1, 1.2]

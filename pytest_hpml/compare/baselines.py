@@ -55,6 +55,9 @@ class Baseline:
     # kept so that a comparison and a save do not build and check them again (a 10 000-row
     # save built 70 000 of them); empty for a Baseline made by hand.
     checked: dict[str, dict[str, Stored]] = field(default_factory=dict, repr=False)
+    # The file's stamp (stamp()) taken before it was read: a file with another stamp now has
+    # been rewritten since (current()).
+    stamp: tuple[int, ...] | None = field(default=None, repr=False)
 
     def metrics_for(self, record_id: str) -> dict[str, Stored]:
         found = self.checked.get(record_id)
@@ -165,11 +168,13 @@ def _schema_problem(path: Path, data: Any) -> BaselineError | None:
         "it was left untouched. Move it away or point --hpml-baselines at another folder.")
 
 
-def _check_document(data: dict[str, Any], checked: dict[str, dict[str, Stored]] | None = None
+def _check_document(data: dict[str, Any], checked: dict[str, dict[str, Stored]] | None = None,
+                    skip: dict[str, Any] | None = None
                     ) -> tuple[dict[str, Any], str, dict[str, Any], dict[str, Any]]:
     """(fingerprint, profile, records by id, saves by id) of a baseline document; _Invalid
     names what is wrong. The one set of rules a load and a save both apply. `checked`, where
-    given, receives each row's measured metrics as checked."""
+    given, receives each row's measured metrics as checked; a row that is the same object as
+    `skip`'s row of its id was checked by the load that read it, and is not checked again."""
     try:
         records_list, profile = data["records"], data["profile"]
         fingerprint = _check_fingerprint(data["fingerprint"])
@@ -190,6 +195,9 @@ def _check_document(data: dict[str, Any], checked: dict[str, dict[str, Stored]] 
         if r["id"] in records:
             # A hand merge of two files: which copy is the baseline cannot be told.
             raise _Invalid(f"record {r['id']!r} is in it twice; keep one of the two")
+        if skip is not None and skip.get(r["id"]) is r:
+            records[r["id"]] = r  # checked when it was read, and merged as it was
+            continue
         metrics = r.get("metrics", [])
         if not isinstance(metrics, list):
             raise _Invalid(f"record {r['id']!r}: metrics is not a list")
@@ -206,6 +214,15 @@ def _check_document(data: dict[str, Any], checked: dict[str, dict[str, Stored]] 
         if checked is not None:
             checked[r["id"]] = row
     return fingerprint, profile, records, saves
+
+
+def stamp(path: Path) -> tuple[int, ...] | None:
+    """What tells a file rewritten since (a save replaces it by a rename: another inode)."""
+    try:
+        found = Path(path).stat()
+    except OSError:
+        return None
+    return (found.st_ino, found.st_size, found.st_mtime_ns)
 
 
 def parse(path: Path, text: str) -> Baseline:
@@ -235,6 +252,9 @@ def load(path: Path) -> Baseline | None:
     path = Path(path)
     if not path.exists():
         return None
+    # Stamped before it is read: a save landing in between makes the stamp stale (the file is
+    # read again by current()), never the content.
+    before = stamp(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -242,24 +262,36 @@ def load(path: Path) -> Baseline | None:
             f"baseline file {path} cannot be read ({exc}); it was left untouched. "
             "Fix or remove it, then rerun with --hpml-save-baseline to record a new one."
         ) from exc
-    return parse(path, text)
+    found = parse(path, text)
+    found.stamp = before
+    return found
+
+
+def current(path: Path, known: Baseline | None) -> Baseline | None:
+    """The file at `path` as it is now: `known` where it was read from the file as it still is
+    (a 10 000-row file takes a second to read and check again), else the file read again
+    (another shard's or runner's save landed meanwhile)."""
+    if known is not None and known.stamp is not None and stamp(path) == known.stamp:
+        return known
+    return load(path)
 
 
 def _text(document: dict[str, Any]) -> str:
     """A baseline's text: its header indented, each row on a line of its own (a save changes
-    the lines of the rows it measured, so a git diff of the baseline branch shows which)."""
-    head = json.dumps(json_safe({k: v for k, v in document.items() if k != "records"}),
-                      indent=1, allow_nan=False)
-    rows = [json.dumps(json_safe(r), allow_nan=False, separators=(",", ":"))
-            for r in document["records"]]
+    the lines of the rows it measured, so a git diff of the baseline branch shows which).
+    The document is JSON's already (json_safe, or read from a file)."""
+    head = json.dumps({k: v for k, v in document.items() if k != "records"}, indent=1,
+                      allow_nan=False)
+    rows = [json.dumps(r, allow_nan=False, separators=(",", ":")) for r in document["records"]]
     return head[:-2] + ',\n "records": [\n' + ",\n".join(rows) + "\n ]\n}\n"
 
 
 def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Record],
-         policy: MergePolicy | None = None) -> SaveResult:
+         policy: MergePolicy | None = None, known: Baseline | None = None) -> SaveResult:
     """Merge `records` into the file at `path` under its lock, atomically. The merged file is
     checked by the loader's own rules before the rename: a save never writes a file the next
-    run would refuse. A symlink is written through (its target is the file merged)."""
+    run would refuse. A symlink is written through (its target is the file merged). `known`:
+    the file as the run read it, used where the file has not been rewritten since."""
     policy = policy or MergePolicy()
     path = write_target(Path(path))
     if policy.keep < 1:
@@ -269,7 +301,7 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
         clean_stale_temporaries(path)
         # Read under the lock, just before writing: a save that finished a moment ago is
         # merged, not overwritten. A damaged file raises here and is never overwritten.
-        existing = load(path)
+        existing = current(path, known)
         if existing and machine_key(existing.fingerprint) != machine_key(fingerprint):
             raise BaselineError(
                 f"baseline file {path} belongs to machine {machine_key(existing.fingerprint)!r}"
@@ -282,25 +314,32 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
                                   if isinstance(v, dict)})
         table[policy.save_id] = provenance.entry(when, policy.commit)
         try:
-            merged, skipped, levels, kept = extend(existing.records if existing else {},
-                                                   records, policy)
+            merged, skipped, levels, kept = extend(
+                existing.records if existing else {}, records, policy,
+                existing.metrics_for if existing else None)
         except (TypeError, ValueError) as exc:
             raise BaselineError(f"the save to {path} was refused: the merged file would be "
                                 f"damaged ({exc}); the file was left untouched.") from None
-        _write_checked(path, fingerprint, profile, table, merged, "the save to")
+        _write_checked(path, fingerprint, profile, table, merged, "the save to",
+                       existing.records if existing else None)
     return SaveResult(path, skipped, levels, kept)
 
 
 def _write_checked(path: Path, fingerprint: dict[str, Any], profile: str,
-                   table: dict[str, Any], rows: dict[str, Any], what: str) -> None:
+                   table: dict[str, Any], rows: dict[str, Any], what: str,
+                   checked: dict[str, Any] | None = None) -> None:
     """Write the file of `rows` atomically once it passes the loader's own checks: a file the
-    loader would refuse is never written (the one there stays)."""
+    loader would refuse is never written (the one there stays). The document checked is the
+    one written, as JSON makes it (json_safe: what _text dumps); `checked` holds rows a load
+    checked already, each skipped where the merge kept it as it was (the same object)."""
     try:
-        document = {"schema": SCHEMA, "fingerprint": fingerprint, "profile": profile,
-                    "saves": provenance.kept(table, rows.values()),
-                    "records": [rows[k] for k in sorted(rows)]}
+        safe = {k: row if checked is not None and checked.get(k) is row else json_safe(row)
+                for k, row in rows.items()}
+        document = {"schema": SCHEMA, "fingerprint": json_safe(fingerprint), "profile": profile,
+                    "saves": json_safe(provenance.kept(table, rows.values())),
+                    "records": [safe[k] for k in sorted(safe)]}
+        _check_document(document, skip=checked)
         text = _text(document)
-        _check_document(json.loads(text))
     except (_Invalid, TypeError, ValueError) as exc:
         raise BaselineError(f"{what} {path} was refused: the merged file would be damaged "
                             f"({exc}); the file was left untouched.") from None

@@ -8,7 +8,7 @@ the notch of its median), not every sample."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,7 +201,8 @@ def _trimmed(counts: list[int], ids: list[str | None], kept: int
 
 
 def extend(existing: dict[str, dict[str, Any]], records: list[Record],
-          policy: MergePolicy = MergePolicy()
+          policy: MergePolicy = MergePolicy(),
+          checked: Callable[[str], dict[str, Stored]] | None = None
           ) -> tuple[dict[str, dict[str, Any]], list[str], list[str], list[str]]:
     """The stored records with `records` merged in: each measured metric's latest value and
     samples replace the old ones and the values of its processes join the history (the last
@@ -209,7 +210,9 @@ def extend(existing: dict[str, dict[str, Any]], records: list[Record],
     the noise, it starts at the new level). Metrics of a row that this run did not produce keep
     their history; rows not in `records` are kept as they were, unless pruned. Returns the
     merged records, the metrics left out because they are not finite numbers, one line per new
-    level or restarted history, and one per move kept in the history (no new level)."""
+    level or restarted history, and one per move kept in the history (no new level).
+    `checked(row id)`: the row's measured metrics as a load checked them (Baseline.metrics_for),
+    so that they are not built again."""
     merged = {k: v for k, v in existing.items() if k not in policy.prune}
     skipped: list[str] = []
     levels: list[str] = []
@@ -217,6 +220,7 @@ def extend(existing: dict[str, dict[str, Any]], records: list[Record],
     for record in records:
         stored = [] if policy.reset else existing.get(record.id, {}).get("metrics", [])
         old = {m["name"]: m for m in stored}
+        known = checked(record.id) if checked is not None and not policy.reset else {}
         data = record.to_dict()
         for key in ("verdicts", "replicates", "expected_missing"):
             data.pop(key, None)  # what a comparison made of the run: not stored as such
@@ -236,7 +240,7 @@ def extend(existing: dict[str, dict[str, Any]], records: list[Record],
             before = old.pop(m.name, None)
             metric, said, kept_move = _merged_metric(
                 m, record.values_of(m.name), record.verdict(m.name),
-                Stored.from_dict(before) if before else None, policy)
+                known.get(m.name) or (Stored.from_dict(before) if before else None), policy)
             data["metrics"].append(metric.to_dict())
             if said:
                 (moves_kept if kept_move else levels).append(f"{record.id} {m.name}: {said}")

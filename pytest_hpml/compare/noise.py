@@ -137,9 +137,18 @@ class Noise:
                            self.drift_dof, self.saves, now, before)
             return scaled.mdc(0.0, alpha) <= limit
 
-        if not enough(most):  # more processes only ever help: none would (a sweep's rows
-            return None        # asked 19 times each)
-        return next(n for n in range(2, most + 1) if enough(n))
+        if not enough(most):  # more processes only ever help: none would
+            return None
+        # The fewest that would, by bisection (more only ever help): a 10 000-row sweep's
+        # blind spots asked each row up to 19 times.
+        low, high = 2, most
+        while low < high:
+            middle = (low + high) // 2
+            if enough(middle):
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
     @property
     def process_share(self) -> float:
