@@ -18,13 +18,13 @@ Saving is safe against everything that happens to CI runners:
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_hpml import __version__
 from pytest_hpml.compare import provenance
+from pytest_hpml.compare.baseline_rules import Invalid, check_document
 from pytest_hpml.compare.history import MergePolicy, extend
 from pytest_hpml.compare.scratch import clean_stale_temporaries, locked
 from pytest_hpml.compare.stored import Stored
@@ -87,70 +87,6 @@ def _damaged(path: Path, what: str) -> BaselineError:
                          "Fix or remove it, then rerun with --hpml-save-baseline.")
 
 
-class _Invalid(Exception):
-    """What is wrong with a baseline document, in words (the caller names the file)."""
-
-
-def _finite_number(value: Any) -> bool:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:  # an integer beyond float64, 10**400
-        return False
-
-
-def _check_metric(record_id: str, m: Any) -> Stored:
-    """Every number a comparison will use is a finite number; the rest of the rules (a name
-    that is a string, no negative time) are Metric's own, the ones hpml.record applies."""
-    if not isinstance(m, dict) or not isinstance(m.get("name"), str):
-        raise _Invalid(f"record {record_id!r} has a metric without a name")
-    where = f"metric {m['name']!r} of {record_id!r}"
-    if not _finite_number(m.get("value")):
-        raise _Invalid(f"{where}: value {m.get('value')!r} is not a finite number")
-    for key in ("samples", "history", "relative_history", "paced_history"):
-        values = m.get(key)
-        if values is None:
-            continue
-        if not isinstance(values, list) or not all(_finite_number(v) for v in values):
-            bad = values if not isinstance(values, list) else next(
-                v for v in values if not _finite_number(v))
-            raise _Invalid(f"{where}: {key} hold {bad!r}, not a finite number")
-    saves = m.get("history_saves")
-    if saves is not None and not (isinstance(saves, list) and all(
-            isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in saves)):
-        raise _Invalid(f"{where}: history_saves holds {saves!r}, not counts of values "
-                       "(integers > 0)")
-    accepted = m.get("accepted")
-    if accepted is not None and not (isinstance(accepted, list) and all(
-            isinstance(a, dict) and isinstance(a.get("on"), str) and _finite_number(
-                a.get("before")) and _finite_number(a.get("after")) for a in accepted)):
-        raise _Invalid(f"{where}: accepted holds {accepted!r}, not a list of "
-                       "{'on': date, 'before': number, 'after': number}")
-    try:
-        return Stored.from_dict(m)
-    except (TypeError, ValueError) as exc:
-        raise _Invalid(f"{where}: {exc}") from exc
-
-
-#: The fingerprint's facts that name the file's machine (machine_key), and their types.
-_KEY_FACTS = {"gpu": str, "cpu": str, "gpu_count": int, "cpu_cores": int}
-
-
-def _check_fingerprint(fingerprint: Any) -> dict[str, Any]:
-    if not isinstance(fingerprint, dict):
-        raise _Invalid(f"fingerprint is {type(fingerprint).__name__}, not an object")
-    for key, value in fingerprint.items():
-        kind = _KEY_FACTS.get(key)
-        if value is None:
-            continue
-        if kind is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-            raise _Invalid(f"fingerprint {key} is {value!r}, not a {kind.__name__}")
-        if not isinstance(value, (str, int, float, bool)):
-            raise _Invalid(f"fingerprint {key} is {type(value).__name__}, not a plain value")
-    return dict(fingerprint)
-
-
 def _schema_problem(path: Path, data: Any) -> BaselineError | None:
     schema = data.get("schema") if isinstance(data, dict) else None
     if schema in (SCHEMA, *OLD_SCHEMAS):
@@ -166,54 +102,6 @@ def _schema_problem(path: Path, data: Any) -> BaselineError | None:
     return BaselineError(
         f"baseline file {path} is not a pytest-hpml baseline (expected schema {SCHEMA!r}); "
         "it was left untouched. Move it away or point --hpml-baselines at another folder.")
-
-
-def _check_document(data: dict[str, Any], checked: dict[str, dict[str, Stored]] | None = None,
-                    skip: dict[str, Any] | None = None
-                    ) -> tuple[dict[str, Any], str, dict[str, Any], dict[str, Any]]:
-    """(fingerprint, profile, records by id, saves by id) of a baseline document; _Invalid
-    names what is wrong. The one set of rules a load and a save both apply. `checked`, where
-    given, receives each row's measured metrics as checked; a row that is the same object as
-    `skip`'s row of its id was checked by the load that read it, and is not checked again."""
-    try:
-        records_list, profile = data["records"], data["profile"]
-        fingerprint = _check_fingerprint(data["fingerprint"])
-        saves = provenance.check_table(data.get("saves"))
-    except KeyError as exc:
-        raise _Invalid(f"no {exc.args[0]!r}") from exc
-    except ValueError as exc:
-        raise _Invalid(str(exc)) from exc
-    if not isinstance(records_list, list):
-        raise _Invalid("records is not a list")
-    if not isinstance(profile, str):
-        raise _Invalid(f"profile is {profile!r}, not a string")
-    records: dict[str, dict[str, Any]] = {}
-    for r in records_list:
-        if not isinstance(r, dict) or not isinstance(r.get("id"), str):
-            raise _Invalid(f"a record's id is {r.get('id') if isinstance(r, dict) else r!r}, "
-                           "not a string")
-        if r["id"] in records:
-            # A hand merge of two files: which copy is the baseline cannot be told.
-            raise _Invalid(f"record {r['id']!r} is in it twice; keep one of the two")
-        if skip is not None and skip.get(r["id"]) is r:
-            records[r["id"]] = r  # checked when it was read, and merged as it was
-            continue
-        metrics = r.get("metrics", [])
-        if not isinstance(metrics, list):
-            raise _Invalid(f"record {r['id']!r}: metrics is not a list")
-        row: dict[str, Stored] = {}
-        for m in metrics:
-            stored = _check_metric(r["id"], m)
-            if m.get("kind", "measured") == "measured":
-                row[m["name"]] = stored
-            try:
-                provenance.check_metric(f"metric {m['name']!r} of {r['id']!r}", m, saves)
-            except ValueError as exc:
-                raise _Invalid(str(exc)) from exc
-        records[r["id"]] = r
-        if checked is not None:
-            checked[r["id"]] = row
-    return fingerprint, profile, records, saves
 
 
 def stamp(path: Path) -> tuple[int, ...] | None:
@@ -241,8 +129,8 @@ def parse(path: Path, text: str) -> Baseline:
         raise problem
     checked: dict[str, dict[str, Stored]] = {}
     try:
-        fingerprint, profile, records, saves = _check_document(data, checked)
-    except _Invalid as exc:
+        fingerprint, profile, records, saves = check_document(data, checked)
+    except Invalid as exc:
         raise _damaged(path, str(exc)) from None
     return Baseline(path, fingerprint, profile, records, saves, checked)
 
@@ -338,9 +226,9 @@ def _write_checked(path: Path, fingerprint: dict[str, Any], profile: str,
         document = {"schema": SCHEMA, "fingerprint": json_safe(fingerprint), "profile": profile,
                     "saves": json_safe(provenance.kept(table, rows.values())),
                     "records": [safe[k] for k in sorted(safe)]}
-        _check_document(document, skip=checked)
+        check_document(document, skip=checked)
         text = _text(document)
-    except (_Invalid, TypeError, ValueError) as exc:
+    except (Invalid, TypeError, ValueError) as exc:
         raise BaselineError(f"{what} {path} was refused: the merged file would be damaged "
                             f"({exc}); the file was left untouched.") from None
     write_atomic(path, lambda f: f.write(text))
