@@ -265,6 +265,20 @@ def ready_forkserver(config: pytest.Config) -> float:
 
 
 _WAITED = pytest.StashKey[float]()
+#: CPU seconds this process had spent when its tests were collected: its imports (pytest, the
+#: plugin, the project's modules and torch), about what a forkserver started now would spend.
+_IMPORTS_CPU = pytest.StashKey[float]()
+
+
+def forkserver_started() -> bool:
+    """Whether a forkserver runs, or is starting in the background."""
+    return bool(_starting) or forkserver.preloaded() is not None
+
+
+def forkserver_start_estimate(config: pytest.Config) -> float:
+    """Seconds a forkserver started now would take to import what it preloads: this process's
+    own imports until its tests were collected (CPU seconds; its preload list is the same)."""
+    return config.stash.get(_IMPORTS_CPU, 0.0)
 
 
 def forkserver_wait(config: pytest.Config) -> float:
@@ -275,6 +289,7 @@ def forkserver_wait(config: pytest.Config) -> float:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
+    session.config.stash[_IMPORTS_CPU] = time.process_time()
     # The collection has imported the test modules: the server knows whether to import torch.
     if not session.config.stash.get(_WANTED, False):
         return

@@ -56,6 +56,16 @@ class Save:
             self.durations[report.nodeid] = report.duration
 
     # -- fresh processes -------------------------------------------------------------------
+    def floor_foreseen(self) -> bool:
+        """Whether this save will spend the floor, as far as the file read at the start tells:
+        none yet, or a row whose history knows nothing of the spread between processes (a new
+        test the file does not hold is found at the end, and starts the forkserver then)."""
+        stored = self.stored.baseline
+        if stored is None:
+            return True
+        return any(save_plan.knowledge(stored.metrics_for(rid).values()) < 1
+                   for rid in stored.records)
+
     def widen(self) -> None:
         """Measure the run's tests again in fresh processes, in rounds of batches, within the
         budget; their values join each row's replicates (engine.add_processes). A round's
@@ -84,11 +94,26 @@ class Save:
         # part of what the save adds to a run, so it is spent already.
         waited = rerun.forkserver_wait(self.config)
         own = max(0.0, time.monotonic() - self.run.started - waited)
-        # The forkserver imports beside the collection; what was left of them when the tests
-        # began was waited for then (counted above). One not started yet (an xdist controller
-        # collects nothing) starts here, and its start is spent too.
+        least = save_plan.floor(known(t) for t in stored_of)
+        if not least and not rerun.forkserver_started():
+            # Not started beside the collection (every test's history knew the spread between
+            # processes when the run began): its start here comes out of the share, which may
+            # not pay for it and one test's process (a 4 s suite's 0.4).
+            start = rerun.forkserver_start_estimate(self.config)
+            share = self.fraction * own
+            if share < start + save_plan.ASSUMED_START + min(self.durations[t] for t in by_test):
+                self.run.say_once(
+                    f"--hpml-save-baseline: no test measured again in fresh processes: the "
+                    f"share of this run a save may spend (--hpml-save-budget={self.fraction:g}"
+                    f", {share:.1f} s) pays for no forkserver's start (about {start:.1f} s) and "
+                    "one test's process; every test's history knows the spread between "
+                    "processes, and each save adds another process on another occasion")
+                return
+        # The forkserver imports beside the collection where the floor was foreseen; what was
+        # left of them when the tests began was waited for then (counted above). One not
+        # started yet (an xdist controller collects nothing; a save of known tests) starts
+        # here, and its start is spent too.
         waited += rerun.ready_forkserver(self.config)
-        least = save_plan.floor(save_plan.saves_known(ms) for ms in stored_of.values())
         plan = save_plan.Plan(save_plan.budget(self.fraction, own, waited, least))
         deadline = time.monotonic() + plan.budget if math.isfinite(plan.budget) else None
         ranked = save_plan.order(by_test, known, self.durations.__getitem__)
@@ -116,9 +141,9 @@ class Save:
                 f"a --hpml-save-budget of {plan.budget:.1f} s); the next saves measure the "
                 "others, those whose history knows least of the spread between processes first"
                 + ("" if least else
-                   f" (every test's history holds {save_plan.DRIFT_MIN_SAVES} saves or more, "
-                   "whose spread holds the spread between processes: a save spends no more "
-                   "than its share)"))
+                   " (every test's history knows the spread between processes, and each save "
+                   "adds another process on another occasion: a save spends no more than its "
+                   "share)"))
 
     # -- the file ------------------------------------------------------------------------------
     def _judge_levels(self, records: list[Record]) -> None:
@@ -198,8 +223,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "a fraction of the run's own time: the tests whose history knows least of "
                     "the spread between processes first, the others in later saves "
                     f"({DEFAULT_SAVE_BUDGET}: a save costs at most about 1.5 runs, and "
-                    f"{save_plan.MIN_BUDGET:g} s at least until every test's history holds "
-                    f"{save_plan.DRIFT_MIN_SAVES} saves; 0: none; all: every test in "
+                    f"{save_plan.MIN_BUDGET:g} s at least until a save has measured every test "
+                    "in more than one process; 0: none; all: every test in "
                     "--hpml-baseline-processes processes, whatever it costs)")
     add_option(parser, "--hpml-prune-baseline", action="store_true", rerun=False,
                help="with --hpml-save-baseline: drop the rows of tests that are gone from the "
@@ -223,7 +248,11 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     save = config.stash[SAVE_KEY] = Save(config, config.stash[BASELINE_KEY])
     config.pluginmanager.register(save, f"hpml-save-{id(config)}")
-    if save.processes > 1 and save.fraction:
+    if save.processes > 1 and save.fraction and save.floor_foreseen():
+        # Beside the collection, where the save will spend its floor (save_plan.floor): the
+        # tests wait for what is left of its imports. A save of tests whose histories know the
+        # spread between processes spends its share only, and starts it at the end if the
+        # share pays for it (a 4 s suite's tests waited 2-3 s for imports its save never used).
         rerun.start_forkserver_in_background(config)
 
 

@@ -34,38 +34,40 @@ def test_the_budget_is_the_runs_share_less_what_was_spent_and_never_below_the_fl
     assert save_plan.budget(float("inf"), own=3.0, spent=1.5) == float("inf")
 
 
-def test_the_floor_holds_until_every_tests_history_has_learned_its_drift() -> None:
-    def stored(*saves: int) -> Stored:
-        return Stored("time", 1.0, "s", "lower", history=[1.0] * sum(saves),
-                      history_saves=list(saves))
-
-    assert save_plan.saves_known([]) == 0  # a new test
-    assert save_plan.saves_known([stored(1, 1, 1), stored(2, 3)]) == 2  # its least known metric
-    assert save_plan.saves_known([Stored("time", 1.0, "s", "lower", history=[1.0])]) == 1
-    assert save_plan.floor([5, 0]) == save_plan.MIN_BUDGET  # a new test beside known ones
-    assert save_plan.floor([3, 2]) == save_plan.MIN_BUDGET
-    assert save_plan.floor([3, 4]) == 0.0
+def test_the_floor_holds_until_a_save_has_measured_every_test_in_more_than_one_process(
+        ) -> None:
+    assert save_plan.floor([2, 0]) == save_plan.MIN_BUDGET  # a new test beside known ones
+    assert save_plan.floor([1, 1]) == 0.0  # each known from a save of two processes
+    assert save_plan.floor([]) == 0.0
     assert save_plan.budget(0.1, own=1.0, spent=0.0, least=0.0) == pytest.approx(0.1)
 
 
-def test_a_short_suite_pays_the_floor_for_its_first_saves_and_its_share_after(
-        pytester: pytest.Pytester, batches: list[list[str]]) -> None:
-    """The floor buys a first save's tests a second process; once each test's history holds
-    DRIFT_MIN_SAVES saves (each another process, on another occasion), a save whose share is
-    less than one process's start measures nothing again and says why."""
+def test_a_short_suite_pays_the_floor_for_its_first_save_and_its_share_after(
+        pytester: pytest.Pytester, batches: list[list[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The floor buys a first save's tests a second process, with the forkserver started
+    beside the collection; once every test's history knows the spread between processes, a
+    save whose share pays for no forkserver's start and one test's process starts none and
+    measures nothing again, and says why."""
+    started: list[bool] = []
+    monkeypatch.setattr(rerun, "start_forkserver_in_background",
+                        lambda config: started.append(True))
+    monkeypatch.setattr(rerun, "forkserver_start_estimate", lambda config: 2.0)
     pytester.makepyfile(test_naps=SHORT_SUITE)
     args = (*FAST[:-1], "--hpml-save-baseline", "--hpml-baseline-processes=2",
             "--hpml-save-budget=0.05")
-    for save in range(save_plan.DRIFT_MIN_SAVES):
-        batches.clear()
-        pytester.runpytest(*args).assert_outcomes(passed=3)
-        assert batches, f"save {save + 1}: the floor gave its tests no fresh process"
+    pytester.runpytest(*args).assert_outcomes(passed=3)
+    assert len(batches) == 1 and sorted(batches[0]) == [
+        f"test_naps.py::test_nap[{k}]" for k in range(3)], batches
+    assert started == [True]
     batches.clear()
+    started.clear()
     last = pytester.runpytest(*args)
     last.assert_outcomes(passed=3)
-    assert batches == []
-    last.stdout.fnmatch_lines(["*0 of 3 test(s) measured again*every test's history holds "
-                               f"{save_plan.DRIFT_MIN_SAVES} saves or more*"])
+    assert batches == [] and started == []
+    last.stdout.fnmatch_lines(["*no test measured again in fresh processes: the share of this "
+                               "run*pays for no forkserver's start (about 2.0 s) and one test's "
+                               "process*"])
 
 
 SHORT_SUITE = """
@@ -134,6 +136,7 @@ def batches(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     # No process is forked, so no forkserver is started, nor its imports spent from the budget.
     monkeypatch.setattr(rerun, "start_forkserver_in_background", lambda config: None)
     monkeypatch.setattr(rerun, "ready_forkserver", lambda config: 0.0)
+    monkeypatch.setattr(rerun, "forkserver_start_estimate", lambda config: 0.0)
     return asked
 
 

@@ -14,7 +14,6 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from pytest_hpml.compare.noise import DRIFT_MIN_SAVES
 from pytest_hpml.compare.stored import Stored
 
 #: Seconds a fresh process is assumed to need beyond its tests until one has been timed.
@@ -36,20 +35,14 @@ def budget(fraction: float, own: float, spent: float, least: float = MIN_BUDGET)
     return max(least, fraction * own - spent)
 
 
-def floor(saves: Iterable[int]) -> float:
-    """The least a save may spend on fresh processes, given how many saves each of its tests'
-    histories holds: MIN_BUDGET while any holds fewer than DRIFT_MIN_SAVES (one process of such
-    a test is checked by nothing the history knows), nothing once all of them hold that many.
-    Each save is another occasion and another process: the spread between saves, which the
-    drift is learned from, holds the spread between processes, so a history of saves knows
-    what the floor was for, and a team saving on every push pays the run's share only."""
-    return MIN_BUDGET if any(n < DRIFT_MIN_SAVES for n in saves) else 0.0
-
-
-def saves_known(stored: Iterable[Stored]) -> int:
-    """How many saves a test's stored metrics hold (its least known metric's; 0: a new test)."""
-    found = [len(m.history_saves) if m.history_saves else int(bool(m.history)) for m in stored]
-    return min(found) if found else 0
+def floor(known: Iterable[int]) -> float:
+    """The least a save may spend on fresh processes, given what each of its tests' histories
+    knows of the spread between processes (knowledge()): MIN_BUDGET while any knows nothing of
+    it (no save measured the test in more than one process: its one process is checked by
+    nothing), nothing once every one knows some. From then on each save is another process on
+    another occasion, and the spread between saves holds the spread between processes: a team
+    saving on every push pays the run's share only."""
+    return MIN_BUDGET if any(n < 1 for n in known) else 0.0
 
 
 def knowledge(stored: Iterable[Stored]) -> int:
