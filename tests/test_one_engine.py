@@ -347,3 +347,28 @@ def test_the_stored_baseline_the_ref_and_the_command_line_agree(
         assert stored["processes"] == ref["processes"] == int(row["processes"]) == 3
         assert stored["mdc"] == pytest.approx(ref["mdc"])
         assert float(row["detectable"]) == pytest.approx(stored["mdc"])
+
+
+def test_a_row_that_a_confirmation_makes_suspect_is_confirmed_too_and_never_left_suspect(
+        ) -> None:
+    """A fresh process measures every row of its test: where it dispels the suspected row and
+    makes another suspect, that one is measured again as well, and no row ends `suspect`."""
+    from pytest_hpml.compare import engine
+    from pytest_hpml.results import Record, Verdict
+
+    rows = [Record(f"r{i}", "e") for i in range(2)]
+    # What each judgement says of each row, round by round (left: rounds still possible).
+    script = {2: ("suspect", "unchanged"), 1: ("unchanged", "suspect"),
+              0: ("unchanged", "regressed")}
+    judged: list[int] = []
+    measured: list[list[str]] = []
+
+    def judge_all(left: int) -> None:
+        judged.append(left)
+        for row, outcome in zip(rows, script[left], strict=True):
+            row.verdicts = {"time": Verdict(outcome)}
+
+    done = engine.settle(rows, judge_all, engine.suspected,
+                         lambda pending: measured.append([r.id for r in pending]), rounds=2)
+    assert measured == [["r0"], ["r1"]] and done == 2 and judged == [2, 1, 0]
+    assert [r.verdicts["time"].outcome for r in rows] == ["unchanged", "regressed"]

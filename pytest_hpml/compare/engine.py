@@ -293,7 +293,11 @@ def settle(records: list[Record], judge_all: Callable[[int], None],
         left -= 1
         done += 1
         judge_all(left)
-        pending = [r for r in pending if needs_more(r)]
+        # Every row again, not only those measured for: a process measures every row of its
+        # test, and a row it moved may need more now (a 10 000-row sweep's first confirmation
+        # dispelled the one suspected row and made three others suspect, which were left
+        # 'suspect', neither confirmed nor judged, when only the pending rows were asked).
+        pending = [r for r in records if needs_more(r)]
     if left and pending:
         judge_all(0)  # the budget ran out: final verdicts on what was measured
     return done
