@@ -50,17 +50,14 @@ from pytest_hpml.machine import forkserver
 from pytest_hpml.progress import FreshProgress
 from pytest_hpml.results import Record, json_safe
 from pytest_hpml.selection import profile_of
-from pytest_hpml.session import OUTER_RUN_ONLY, add_option, is_controller, run_of, xdist_workers
-
-#: pytest's own options a fresh process must not act on, by argparse dest, with the value it
-#: gets instead: what would write over the outer run's files, stop for a person, or select
-#: by the run's own history.
-PYTEST_OUTER_RUN_ONLY: dict[str, Any] = {
-    "xmlpath": None, "pastebin": None, "usepdb": False, "trace": False, "lf": False,
-    "failedfirst": False, "newfirst": False, "stepwise": False, "stepwise_skip": False,
-    "basetemp": None, "collectonly": False, "setuponly": False, "setupplan": False,
-    "looponfail": False, "log_file": None,
-}
+from pytest_hpml.session import (
+    OUTER_RUN_ONLY,
+    PYTEST_OUTER_RUN_ONLY,
+    add_option,
+    is_controller,
+    run_of,
+    xdist_workers,
+)
 
 
 @dataclass
@@ -265,20 +262,11 @@ def ready_forkserver(config: pytest.Config) -> float:
 
 
 _WAITED = pytest.StashKey[float]()
-#: CPU seconds this process had spent when its tests were collected: its imports (pytest, the
-#: plugin, the project's modules and torch), about what a forkserver started now would spend.
-_IMPORTS_CPU = pytest.StashKey[float]()
 
 
 def forkserver_started() -> bool:
     """Whether a forkserver runs, or is starting in the background."""
     return bool(_starting) or forkserver.preloaded() is not None
-
-
-def forkserver_start_estimate(config: pytest.Config) -> float:
-    """Seconds a forkserver started now would take to import what it preloads: this process's
-    own imports until its tests were collected (CPU seconds; its preload list is the same)."""
-    return config.stash.get(_IMPORTS_CPU, 0.0)
 
 
 def forkserver_wait(config: pytest.Config) -> float:
@@ -289,7 +277,6 @@ def forkserver_wait(config: pytest.Config) -> float:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
-    session.config.stash[_IMPORTS_CPU] = time.process_time()
     # The collection has imported the test modules: the server knows whether to import torch.
     if not session.config.stash.get(_WANTED, False):
         return

@@ -49,6 +49,13 @@ class Save:
         self.processes: int = opt.hpml_baseline_processes
         self.fraction: float = opt.hpml_save_budget
         self.durations: dict[str, float] = {}  # seconds of each test's call
+        # CPU seconds this process had spent when its tests were collected: its imports
+        # (pytest, the plugin, the project's modules, torch), about what a forkserver started
+        # at the end would spend on the same preload list.
+        self.imports_cpu = 0.0
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.imports_cpu = time.process_time()
 
     # -- the run's own time ------------------------------------------------------------------
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -56,6 +63,10 @@ class Save:
             self.durations[report.nodeid] = report.duration
 
     # -- fresh processes -------------------------------------------------------------------
+    def forkserver_start_estimate(self) -> float:
+        """Seconds a forkserver started now would take to import what it preloads."""
+        return self.imports_cpu
+
     def floor_foreseen(self) -> bool:
         """Whether this save will spend the floor, as far as the file read at the start tells:
         none yet, or a row whose history knows nothing of the spread between processes (a new
@@ -99,7 +110,7 @@ class Save:
             # Not started beside the collection (every test's history knew the spread between
             # processes when the run began): its start here comes out of the share, which may
             # not pay for it and one test's process (a 4 s suite's 0.4).
-            start = rerun.forkserver_start_estimate(self.config)
+            start = self.forkserver_start_estimate()
             share = self.fraction * own
             if share < start + save_plan.ASSUMED_START + min(self.durations[t] for t in by_test):
                 self.run.say_once(

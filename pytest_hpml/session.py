@@ -204,6 +204,17 @@ class Pinned:
 #: Every pinnable option, by dest; filled as the modules declare their options.
 PINNED: dict[str, Pinned] = {}
 
+#: pytest's own options a fresh process must not act on, by argparse dest, with the value it
+#: gets instead: what would write over the outer run's files, stop for a person, or select
+#: by the run's own history.
+PYTEST_OUTER_RUN_ONLY: dict[str, Any] = {
+    "xmlpath": None, "pastebin": None, "usepdb": False, "trace": False, "lf": False,
+    "failedfirst": False, "newfirst": False, "stepwise": False, "stepwise_skip": False,
+    "basetemp": None, "collectonly": False, "setuponly": False, "setupplan": False,
+    "looponfail": False, "log_file": None,
+}
+
+
 #: Options of the outer run alone, by argparse dest, with their defaults: its outputs, the
 #: comparison and the save, and the size profile (a rerun is given the one the outer run
 #: chose). A fresh process (pytest_hpml.rerun) runs the invocation's own arguments with these

@@ -9,7 +9,7 @@ import json
 import pytest
 from hpml_testing import FAST
 
-from pytest_hpml import rerun
+from pytest_hpml import rerun, saving
 from pytest_hpml.compare import save_plan
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.results import Metric, Record
@@ -52,7 +52,9 @@ def test_a_short_suite_pays_the_floor_for_its_first_save_and_its_share_after(
     started: list[bool] = []
     monkeypatch.setattr(rerun, "start_forkserver_in_background",
                         lambda config: started.append(True))
-    monkeypatch.setattr(rerun, "forkserver_start_estimate", lambda config: 2.0)
+    monkeypatch.setattr(saving.Save, "forkserver_start_estimate", lambda self: 2.0)
+    # No server runs (one another test of this worker started may still be running).
+    monkeypatch.setattr(rerun, "forkserver_started", lambda: False)
     pytester.makepyfile(test_naps=SHORT_SUITE)
     args = (*FAST[:-1], "--hpml-save-baseline", "--hpml-baseline-processes=2",
             "--hpml-save-budget=0.05")
@@ -136,7 +138,7 @@ def batches(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     # No process is forked, so no forkserver is started, nor its imports spent from the budget.
     monkeypatch.setattr(rerun, "start_forkserver_in_background", lambda config: None)
     monkeypatch.setattr(rerun, "ready_forkserver", lambda config: 0.0)
-    monkeypatch.setattr(rerun, "forkserver_start_estimate", lambda config: 0.0)
+    monkeypatch.setattr(saving.Save, "forkserver_start_estimate", lambda self: 0.0)
     return asked
 
 
