@@ -64,8 +64,10 @@ class Save:
 
     # -- fresh processes -------------------------------------------------------------------
     def forkserver_start_estimate(self) -> float:
-        """Seconds a forkserver started now would take to import what it preloads."""
-        return self.imports_cpu
+        """Seconds a forkserver started now would take to import what it preloads (an xdist
+        controller, which collects nothing, has spent its CPU on its own imports and its
+        workers' reports)."""
+        return self.imports_cpu or time.process_time()
 
     def floor_foreseen(self) -> bool:
         """Whether this save will spend the floor, as far as the file read at the start tells:
@@ -259,11 +261,13 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     save = config.stash[SAVE_KEY] = Save(config, config.stash[BASELINE_KEY])
     config.pluginmanager.register(save, f"hpml-save-{id(config)}")
-    if save.processes > 1 and save.fraction and save.floor_foreseen():
+    if save.processes > 1 and save.fraction and (math.isinf(save.fraction)
+                                                 or save.floor_foreseen()):
         # Beside the collection, where the save will spend its floor (save_plan.floor): the
-        # tests wait for what is left of its imports. A save of tests whose histories know the
-        # spread between processes spends its share only, and starts it at the end if the
-        # share pays for it (a 4 s suite's tests waited 2-3 s for imports its save never used).
+        # tests wait for what is left of its imports; and where every test is measured again
+        # (--hpml-save-budget=all). A save of tests whose histories know the spread between
+        # processes spends its share only, and starts it at the end if the share pays for it
+        # (a 4 s suite's tests waited 2-3 s for imports its save never used).
         rerun.start_forkserver_in_background(config)
 
 
