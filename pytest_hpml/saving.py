@@ -159,15 +159,16 @@ class Save:
                    "share)"))
 
     # -- the file ------------------------------------------------------------------------------
-    def _judge_levels(self, records: list[Record]) -> None:
+    def _judge_levels(self, records: list[Record]) -> baselines.Baseline | None:
         """Verdicts for the rows a comparison did not judge, against the file as it is now:
         a save starts a new level where the engine says a metric moved beyond the noise (a
-        figure derived from a timing with its timing)."""
+        figure derived from a timing with its timing). Returns the file as it was judged
+        against, which the store merges into where nothing rewrites it meanwhile."""
         found = self.stored.baseline_now()
-        if found is None:
-            return
-        engine.judge_rows([r for r in records if not r.verdicts], found.metrics_for,
-                          self.stored.rules)
+        if found is not None:
+            engine.judge_rows([r for r in records if not r.verdicts], found.metrics_for,
+                              self.stored.rules)
+        return found
 
     def write(self) -> list[Path]:
         records = self.run.records
@@ -178,17 +179,17 @@ class Save:
                               "not saved; their previous baseline entries are kept.")
         if not passed:
             return []
-        if not self.reset:
-            self._judge_levels(passed)
+        # The file as this run last read it (checked then): where another save rewrote it
+        # after the start, the judging read it again, and the store need not a third time.
+        known = self.stored.baseline if self.reset else self._judge_levels(passed)
         pruned = self.stored.pruned
         path = self.stored.path
         merge = history.MergePolicy(
             keep=self.keep, reset=self.reset, prune=pruned,
             commit=current_commit(self.config.rootpath),  # dated by the store, under its lock
             clean=tree_is_clean(self.config.rootpath, leave_out=path.parent))
-        # The file as this run read it, where no save has rewritten it since (checked then).
         saved = baselines.save(path, fingerprint(), self.stored.profile, passed, merge,
-                               known=self.stored.baseline)
+                               known=known)
         self.run.new_levels += saved.levels
         if saved.levels:
             self.run.say_once(

@@ -44,13 +44,13 @@ def check_metric(record_id: str, m: Any) -> Stored:
     if saves is not None and not (isinstance(saves, list) and all(
             isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in saves)):
         raise Invalid(f"{where}: history_saves holds {saves!r}, not counts of values "
-                       "(integers > 0)")
+                      "(integers > 0)")
     accepted = m.get("accepted")
     if accepted is not None and not (isinstance(accepted, list) and all(
             isinstance(a, dict) and isinstance(a.get("on"), str) and _finite_number(
                 a.get("before")) and _finite_number(a.get("after")) for a in accepted)):
         raise Invalid(f"{where}: accepted holds {accepted!r}, not a list of "
-                       "{'on': date, 'before': number, 'after': number}")
+                      "{'on': date, 'before': number, 'after': number}")
     try:
         return Stored.from_dict(m)
     except (TypeError, ValueError) as exc:
@@ -76,8 +76,8 @@ def _check_fingerprint(fingerprint: Any) -> dict[str, Any]:
 
 
 def check_document(data: dict[str, Any], checked: dict[str, dict[str, Stored]] | None = None,
-                    skip: dict[str, Any] | None = None
-                    ) -> tuple[dict[str, Any], str, dict[str, Any], dict[str, Any]]:
+                   skip: dict[str, Any] | None = None
+                   ) -> tuple[dict[str, Any], str, dict[str, Any], dict[str, Any]]:
     """(fingerprint, profile, records by id, saves by id) of a baseline document; Invalid
     names what is wrong. The one set of rules a load and a save both apply. `checked`, where
     given, receives each row's measured metrics as checked; a row that is the same object as
@@ -98,7 +98,7 @@ def check_document(data: dict[str, Any], checked: dict[str, dict[str, Stored]] |
     for r in records_list:
         if not isinstance(r, dict) or not isinstance(r.get("id"), str):
             raise Invalid(f"a record's id is {r.get('id') if isinstance(r, dict) else r!r}, "
-                           "not a string")
+                          "not a string")
         if r["id"] in records:
             # A hand merge of two files: which copy is the baseline cannot be told.
             raise Invalid(f"record {r['id']!r} is in it twice; keep one of the two")
