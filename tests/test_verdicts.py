@@ -226,6 +226,18 @@ def test_no_confirmation_where_no_number_of_fresh_processes_could_catch_the_chan
     assert compare_metric(_m(1.6), base, can_confirm=2).outcome == SUSPECT
 
 
+def test_a_change_one_process_shows_beyond_the_noise_is_confirmed_before_it_fails() -> None:
+    # Three saves whose levels moved more than their processes: the drift dominates, and two
+    # more processes would leave the degrees of freedom to its few, raising the detectable
+    # change (a tripled time was 'regressed' in its one process, never measured again).
+    base = _m(1.0, history=[1.0, 1.04, 0.97, 1.12, 0.95, 0.99])
+    base.history_saves = [3, 1, 2]
+    alone = compare_metric(_m(3.0), base, alpha=1e-3)
+    assert alone.outcome == "regressed" and alone.change > alone.mdc  # caught, no confirming
+    m = compare_metric(_m(3.0), base, alpha=1e-3, can_confirm=2)
+    assert m.outcome == SUSPECT and m.processes == 1, m.basis
+
+
 # -- exact figures ---------------------------------------------------------------------------------
 
 def _exact(value: float, better: str | None = "lower", tolerance: float | None = None

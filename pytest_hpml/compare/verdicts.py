@@ -278,11 +278,15 @@ def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: flo
         return judged("ambiguous", basis="no better direction: shown, never judged")
     worse = e.change > 0 if current.better == "lower" else e.change < 0
     if worse and can_confirm and (
-            len(e.now) > 1 or _confirmation_could_catch(e, can_confirm, tol, rules.alpha)):
+            len(e.now) > 1 or _beyond(e.change, e.mdc)
+            or _confirmation_could_catch(e, can_confirm, tol, rules.alpha)):
         # Measured again in fresh processes before a regression is final (a CI failure must
         # mean it) unless the noise already known says no confirmation could make it one; all
         # of them while the fresh processes still show it (stopping at the first that agrees
-        # would be a test repeated until it passes), none more once one dispels it.
+        # would be a test repeated until it passes), none more once one dispels it. A change
+        # caught already is confirmed too: more processes can raise the detectable change
+        # where the drift dominates (the degrees of freedom fall to the drift's few), and a
+        # 12 ms stall of one row of a 10 000-row sweep failed a compare in its one process.
         return judged(SUSPECT, basis=f"{e.change:+.1%} in {len(e.now)} process(es) so far; "
                                      f"{evidence}")
     p_value = None
