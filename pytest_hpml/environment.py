@@ -12,12 +12,20 @@ Measured on a shared 2-core machine (a 2-million-element torch.add, one median p
   workers) removes those stalls.
 Both are applied in this process and passed to child processes (xdist workers, confirmation
 reruns, distributed ranks) through the environment; CPU frequency is reported where readable.
+- a full garbage collection walks every object the process holds, and one lands inside some
+  timed call: with torch imported and a 10 000-row baseline read, the same row of a sweep read
+  65-76 ms against 5 us in every compare (a confirmation then ran the whole test again, in a
+  fresh process whose heap the forkserver had frozen). So the heap the collection leaves
+  (imports, the baseline, the collected tests) is frozen before the first test (gc.freeze, as
+  the forkserver does for its children): a collection walks only what the tests made since.
+  It is unfrozen when the session ends, after pytest's own last collection.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import os
 import sys
 from collections.abc import MutableMapping
@@ -127,6 +135,28 @@ def control(config: pytest.Config, environ: MutableMapping[str, str] | None = No
     return env
 
 
+FROZEN_KEY = pytest.StashKey[bool]()
+
+
+def freeze_heap(config: pytest.Config) -> int:
+    """Move the objects this process holds now into the collector's permanent generation
+    until the session ends (unfreeze_heap); returns how many are frozen. Garbage among them
+    waits until then: the heap before the first test is the imports, the baseline and the
+    collected tests, which live that long anyway."""
+    gc.freeze()
+    config.stash[FROZEN_KEY] = True
+    return gc.get_freeze_count()
+
+
+def unfreeze_heap(config: pytest.Config) -> None:
+    """The frozen heap back to the collector (a pytester run in this process ends; the next
+    may free it). Registered at configure, before pytest's own cleanups: they run last to
+    first, so its last collection, at its cleanup, walks only what the tests made."""
+    if config.stash.get(FROZEN_KEY, False):
+        config.stash[FROZEN_KEY] = False
+        gc.unfreeze()
+
+
 def _planned_workers(config: pytest.Config) -> int:
     return max(1, xdist_workers(config))
 
@@ -135,8 +165,9 @@ def _planned_workers(config: pytest.Config) -> int:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_option(parser, "--hpml-env", pin=True, choices=MODES, default="control",
-               help="control (default): fixed malloc thresholds and intra-op threads that leave "
-                    "a core free, so CPU timings agree between processes; keep: leave the "
+               help="control (default): fixed malloc thresholds, intra-op threads that leave "
+                    "a core free, and the heap before the first test frozen for the garbage "
+                    "collector, so CPU timings agree between processes; keep: leave the "
                     "process environment as it is")
 
 
@@ -144,7 +175,17 @@ ENV_KEY = pytest.StashKey[Environment]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.add_cleanup(lambda: unfreeze_heap(config))
     run_of(config).when_used(lambda: config.stash.__setitem__(ENV_KEY, control(config)))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Last: after every plugin's own work at the collection's end (the save's forkserver,
+    # the baseline's rows by test).
+    config = session.config
+    if ENV_KEY in config.stash and config.option.hpml_env != "keep":
+        freeze_heap(config)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

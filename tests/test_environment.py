@@ -3,6 +3,7 @@ line, and the opt-out; on fakes, then through pytest."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -78,3 +79,33 @@ def test_the_header_reports_the_environment(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["hpml: environment: left as it is (--hpml-env=keep)*"])
     result = pytester.runpytest("-p", "no:cacheprovider", "--hpml-env=bogus")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+HEAP_TEST = """
+import gc
+import pathlib
+
+
+def test_x():
+    pathlib.Path("frozen.txt").write_text(str(gc.get_freeze_count()))
+"""
+
+
+def test_the_heap_before_the_first_test_is_frozen_until_the_session_ends(
+        pytester: pytest.Pytester) -> None:
+    # A full collection inside a timed call walks every object the process holds: the
+    # imports', the baseline's and the collected tests' are frozen before the first test.
+    pytester.makepyfile(test_heap=HEAP_TEST)
+    control = ("-p", "no:cacheprovider", "--hpml-env=control")
+    assert pytester.runpytest_subprocess(*control).ret == 0
+    assert int((pytester.path / "frozen.txt").read_text()) > 1000
+    assert pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hpml-env=keep").ret == 0
+    assert int((pytester.path / "frozen.txt").read_text()) == 0
+    # Nor where the plugin is not in use (no --hpml-* option, no hpml fixture so far).
+    assert pytester.runpytest_subprocess("-p", "no:cacheprovider").ret == 0
+    assert int((pytester.path / "frozen.txt").read_text()) == 0
+    # A run in this process gives its heap back to the collector when it ends.
+    gc.unfreeze()
+    assert pytester.runpytest_inprocess(*control).ret == 0
+    assert int((pytester.path / "frozen.txt").read_text()) > 1000
+    assert gc.get_freeze_count() == 0
