@@ -47,8 +47,9 @@ import pytest
 from pytest_hpml import plugin
 from pytest_hpml.distributed import job
 from pytest_hpml.machine import forkserver
+from pytest_hpml.plain_numbers import json_safe
 from pytest_hpml.progress import FreshProgress
-from pytest_hpml.results import Record, json_safe
+from pytest_hpml.results import Record
 from pytest_hpml.selection import profile_of
 from pytest_hpml.session import (
     OUTER_RUN_ONLY,

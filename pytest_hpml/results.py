@@ -87,6 +87,60 @@ class Verdict:
         return cls(**fields)
 
 
+def check_measurement(name: str, value: Any, unit: str = "", better: Better = None,
+                      kind: str = "measured", samples: Any = None, tolerance: Any = None,
+                      source: str | None = None) -> tuple[float, list[float] | None]:
+    """A metric's rules: Metric's, and the baseline loader's (a stored metric is checked by
+    them without building a Metric): a metric hpml.record accepts is one a saved baseline can
+    be read back with. Returns the value and the samples as plain floats."""
+    __tracebackhide__ = True  # pytest shows the test's line and the message, not this code
+    check_name(name)
+    if better not in ("lower", "higher", None):
+        raise ValueError(f"metric {name!r}: better must be 'lower', 'higher' or None, "
+                         f"not {better!r}")
+    if kind not in KINDS:
+        raise ValueError(f"metric {name!r}: kind must be one of {KINDS}, not {kind!r}")
+    if kind == "reference" and not source:
+        raise ValueError(f"metric {name!r}: a reference figure needs its source "
+                         "(source='Coleman et al. 2019, Table 3a')")
+    if tolerance is not None and (isinstance(tolerance, (str, bool))
+                                  or not isinstance(tolerance, numbers.Real)):
+        raise TypeError(f"metric {name!r}: tolerance is a number such as 0.1 (10 %), "
+                        f"got {tolerance!r} ({type(tolerance).__name__})")
+    if tolerance is not None and not (tolerance >= 0):
+        raise ValueError(f"metric {name!r}: tolerance must be >= 0, got {tolerance}")
+    value = _plain_number(value, name)
+    if samples is not None:
+        # A timing's samples are floats already (10k of them for a 10 us call, in every
+        # process): only other numbers go through the conversion one by one.
+        samples = list(samples)
+        if not all(type(v) is float for v in samples):
+            samples = [_plain_number(v, name) for v in samples]
+        try:
+            total = math.fsum(samples)  # every statistic of the samples sums them
+        except OverflowError:
+            if all(map(math.isfinite, samples)):
+                raise ValueError(f"metric {name!r}: samples near {max(samples):g} "
+                                 "overflow a float64 sum; record them in a larger unit"
+                                 ) from None
+            total = math.nan
+        except ValueError:  # inf and -inf among them
+            total = math.nan
+        if not math.isfinite(total):
+            # One broken sample would poison every statistic of the metric.
+            i, v = next((i, v) for i, v in enumerate(samples) if not math.isfinite(v))
+            raise ValueError(f"metric {name!r}: sample {i} is {v}; samples must "
+                             "be finite numbers")
+    if kind == "measured" and unit == "s":
+        negative = [v for v in [value, *(samples or [])] if v < 0]
+        if negative:
+            raise ValueError(
+                f"metric {name!r}: a time of {negative[0]!r} s is negative; a "
+                "measured time is never below 0 (record a difference that can be negative "
+                "without unit='s', or clamp it at 0)")
+    return value, samples
+
+
 @dataclass
 class Metric:
     """One quantity of a row. `value` is in SI base units (s, B, B/s, FLOP/s)."""
@@ -119,57 +173,10 @@ class Metric:
     iqr: float | None = None
 
     def __post_init__(self) -> None:
-        # These rules are also the baseline loader's (it builds every stored metric through
-        # here): a metric hpml.record accepts is one a saved baseline can be read back with.
         __tracebackhide__ = True  # pytest shows the test's line and the message, not this code
-        check_name(self.name)
-        if self.better not in ("lower", "higher", None):
-            raise ValueError(
-                f"metric {self.name!r}: better must be 'lower', 'higher' or None, "
-                f"not {self.better!r}"
-            )
-        if self.kind not in KINDS:
-            raise ValueError(f"metric {self.name!r}: kind must be one of {KINDS}, "
-                             f"not {self.kind!r}")
-        if self.kind == "reference" and not self.source:
-            raise ValueError(f"metric {self.name!r}: a reference figure needs its source "
-                             "(source='Coleman et al. 2019, Table 3a')")
-        if self.tolerance is not None and (isinstance(self.tolerance, (str, bool))
-                                           or not isinstance(self.tolerance, numbers.Real)):
-            raise TypeError(f"metric {self.name!r}: tolerance is a number such as 0.1 (10 %), "
-                            f"got {self.tolerance!r} ({type(self.tolerance).__name__})")
-        if self.tolerance is not None and not (self.tolerance >= 0):
-            raise ValueError(f"metric {self.name!r}: tolerance must be >= 0, got {self.tolerance}")
-        self.value = _plain_number(self.value, self.name)
-        if self.samples is not None:
-            # A timing's samples are floats already (10k of them for a 10 us call, in every
-            # process): only other numbers go through the conversion one by one.
-            samples = list(self.samples)
-            if not all(type(v) is float for v in samples):
-                samples = [_plain_number(v, self.name) for v in samples]
-            self.samples = samples
-            try:
-                total = math.fsum(samples)  # every statistic of the samples sums them
-            except OverflowError:
-                if all(map(math.isfinite, samples)):
-                    raise ValueError(f"metric {self.name!r}: samples near {max(samples):g} "
-                                     "overflow a float64 sum; record them in a larger unit"
-                                     ) from None
-                total = math.nan
-            except ValueError:  # inf and -inf among them
-                total = math.nan
-            if not math.isfinite(total):
-                # One broken sample would poison every statistic of the metric.
-                i, v = next((i, v) for i, v in enumerate(samples) if not math.isfinite(v))
-                raise ValueError(f"metric {self.name!r}: sample {i} is {v}; samples must "
-                                 "be finite numbers")
-        if self.kind == "measured" and self.unit == "s":
-            negative = [v for v in [self.value, *(self.samples or [])] if v < 0]
-            if negative:
-                raise ValueError(
-                    f"metric {self.name!r}: a time of {negative[0]!r} s is negative; a "
-                    "measured time is never below 0 (record a difference that can be negative "
-                    "without unit='s', or clamp it at 0)")
+        self.value, self.samples = check_measurement(
+            self.name, self.value, self.unit, self.better, self.kind, self.samples,
+            self.tolerance, self.source)
 
     @property
     def relative(self) -> float | None:
@@ -381,14 +388,3 @@ def _plain(value: Any) -> Any:
     text = str(value)
     return text.removeprefix("torch.")
 
-
-def json_safe(obj: Any) -> Any:
-    """`obj` with every non-finite float as None: standard JSON (JSON.parse, which dashboard
-    actions use, rejects the NaN and Infinity that Python's json writes by default)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    return obj

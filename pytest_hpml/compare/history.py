@@ -115,7 +115,9 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
             old = None  # the history starts at the new level
     # Every process of this run is one run of history: the spread between them is the noise
     # the next comparison weighs a change against; this save is one occasion of the history.
-    added = [v for v in values.values if math.isfinite(v)]
+    # Rounded as they join: the stored values were rounded when they did (a 10 000-row save
+    # rounded its whole history again, a twentieth of its time).
+    added = [_kept_value(v) for v in values.values if math.isfinite(v)]
     history = list(old.runs) if old else []
     saves = _save_counts(old, len(history))
     ids = _save_ids(old, len(saves))
@@ -127,7 +129,8 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
         restarts after a run that did not."""
         if now is None or len(now) != len(values.values):
             return None
-        added_now = [r for v, r in zip(values.values, now, strict=True) if math.isfinite(v)]
+        added_now = [_kept_value(r) for v, r in zip(values.values, now, strict=True)
+                     if math.isfinite(v)]
         return ((list(kept or []) if old else []) + added_now)[-policy.keep:]
 
     relative_history = tail(values.relative, old.relative_history if old else None)
@@ -135,9 +138,9 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
     tenths = deciles(new.samples or [])
     stored = Stored(new.name, _kept_value(new.value), new.unit, new.better, new.exact,
                     new.tolerance, new.derived_from, None, _kept_optional(new.iqr),
-                    _kept_optional(new.yardstick), history=_kept(history),
-                    relative_history=_kept(relative_history),
-                    paced_history=_kept(paced_history), history_saves=saves,
+                    _kept_optional(new.yardstick), history=history,
+                    relative_history=relative_history,
+                    paced_history=paced_history, history_saves=saves,
                     accepted=[{**a, "before": _kept_value(a["before"]),
                                "after": _kept_value(a["after"])} for a in accepted] or None,
                     seeded_from=policy.seeded_from,
@@ -161,10 +164,6 @@ def _kept_value(value: float) -> float:
 
 def _kept_optional(value: float | None) -> float | None:
     return None if value is None else _kept_value(value)
-
-
-def _kept(values: list[float] | None) -> list[float] | None:
-    return None if values is None else [_kept_value(v) for v in values]
 
 
 def _save_counts(old: Stored | None, stored: int) -> list[int]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from pytest_hpml.measure.stats import deciles, median_uncertainty
-from pytest_hpml.results import Accepted, Better, Metric, Replicates
+from pytest_hpml.results import Accepted, Better, Metric, Replicates, check_measurement
 
 
 @dataclass
@@ -62,8 +62,8 @@ class Stored:
     def __post_init__(self) -> None:
         # The rules of a measurement (a name, a direction, no negative time) are Metric's own:
         # a stored metric is one hpml.record would have accepted.
-        Metric(self.name, self.value, self.unit, self.better, samples=self.samples,
-               tolerance=self.tolerance)
+        check_measurement(self.name, self.value, self.unit, self.better,
+                          samples=self.samples, tolerance=self.tolerance)
 
     @property
     def relative(self) -> float | None:

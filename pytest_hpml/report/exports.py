@@ -17,8 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_hpml.measure.stats import median_uncertainty
+from pytest_hpml.plain_numbers import json_safe
 from pytest_hpml.report.files import write_atomic
-from pytest_hpml.results import Metric, Record, json_safe, measured_figures
+from pytest_hpml.results import Metric, Record, measured_figures
 
 Say = Callable[[str], None]
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TextIO
 
+from pytest_hpml.plain_numbers import json_safe
 from pytest_hpml.report.tables import build_tables, render
-from pytest_hpml.results import Record, json_safe
+from pytest_hpml.results import Record
 
 REPORT_SUFFIXES = (".md", ".json", ".csv")
 
