@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from pytest_hpml.frozen import evolve
+from pytest_hpml.plain_numbers import json_safe
 from pytest_hpml.results import Accepted, Metric, Record, Replicates, Verdict
 
 
@@ -80,3 +82,26 @@ def test_re_recording_a_name_replaces_it() -> None:
     r.add(Metric("y", 2.0))
     r.add(Metric("x", 3.0))
     assert [(m.name, m.value) for m in r.metrics] == [("y", 2.0), ("x", 3.0)]
+
+
+def test_a_copy_with_fields_changed_is_checked_as_a_new_value_is() -> None:
+    verdict = Verdict("unchanged", unit="s", baseline=1.0, current=1.0, change=0.0)
+    copy = evolve(verdict, outcome="ambiguous", basis="said")
+    assert copy == Verdict("ambiguous", unit="s", baseline=1.0, current=1.0, change=0.0,
+                           basis="said")
+    assert verdict.outcome == "unchanged"  # the original is left as it was
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        evolve(verdict, outcome="worse")  # __post_init__ checks the copy
+    with pytest.raises(TypeError, match="has no field colour"):
+        evolve(verdict, colour="red")
+
+
+def test_json_safe_writes_every_non_finite_number_as_null_in_lists_of_any_kind() -> None:
+    nan, inf = float("nan"), float("inf")
+    found = json_safe({"history": [1.0, 2.5], "samples": (1.0, nan), "nested": [[inf, 1.0]],
+                       "mixed": ["x", 1.0, -inf], "flags": [True, 1], "huge": [1e308, 1e308],
+                       "empty": []})
+    assert found == {"history": [1.0, 2.5], "samples": [1.0, None], "nested": [[None, 1.0]],
+                     "mixed": ["x", 1.0, None], "flags": [True, 1], "huge": [1e308, 1e308],
+                     "empty": []}
+    assert type(found["samples"]) is list  # a tuple is written as JSON's array

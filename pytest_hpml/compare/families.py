@@ -30,10 +30,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from statistics import NormalDist
 
 from pytest_hpml.compare.noise import Noise, logs, occasions
+from pytest_hpml.frozen import evolve
 from pytest_hpml.measure.stats import quantile, squares_within
 from pytest_hpml.results import Verdict
 
@@ -84,23 +85,22 @@ class Family:
         spread = self.spreads.get(label)
         if spread is None:
             return noise
-        floored = noise
-        if spread.between is not None and (noise.between is None
-                                           or noise.between < spread.between):
-            floored = replace(floored, between=spread.between, dof=spread.dof,
-                              pooled_rows=self.rows)
+        raised: dict[str, object] = {}  # one Noise built, not one per field raised
+        between = noise.between
+        if spread.between is not None and (between is None or between < spread.between):
+            between = spread.between
+            raised.update(between=between, dof=spread.dof, pooled_rows=self.rows)
         if spread.changes is not None:
             # A row's change spreads by its processes' spread (fewer with more processes) and
             # by how the row itself moved between the occasions, which no process averages out
             # (a call that lands in a machine's slow speed at the same point of every process
             # of one run): that part is the row's drift.
-            processes = (floored.between or 0.0) ** 2 * (1 / noise.runs_now
-                                                          + 1 / noise.runs_before)
+            processes = (between or 0.0) ** 2 * (1 / noise.runs_now + 1 / noise.runs_before)
             drift = math.sqrt(max(0.0, spread.changes ** 2 - processes) / noise.drift_weight)
             if drift > noise.drift:
-                floored = replace(floored, drift=drift, drift_dof=self.rows - 1,
-                                  pooled_rows=self.rows, pooled_drift=True)
-        return floored
+                raised.update(drift=drift, drift_dof=self.rows - 1, pooled_rows=self.rows,
+                              pooled_drift=True)
+        return evolve(noise, **raised) if raised else noise
 
     def within_tails(self, label: str, change: float | None) -> str | None:
         """Where a row's change (row_change) is no larger than TAIL_MARGIN times the farthest
@@ -131,7 +131,7 @@ class Family:
             return verdict
         said = (f"within the tails of the test's {self.rows} rows: one of them moved {other} "
                 "the other way, so a row's change this large is one this sweep shows unchanged")
-        return replace(verdict, outcome="ambiguous", basis=f"{verdict.basis}; {said}",
+        return evolve(verdict, outcome="ambiguous", basis=f"{verdict.basis}; {said}",
                        blind=verdict.blind or said)
 
 

@@ -19,7 +19,6 @@ Values are compared in logs (a speed-up and a slow-down of the same factor weigh
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
@@ -216,9 +215,11 @@ def estimate(history: list[float], saves: list[int] | None, now: list[float], wi
     between = math.sqrt(squares / dof) if dof else None
     drift_dof = None
     if len(stored) >= DRIFT_MIN_SAVES:
-        means = [statistics.fmean(g) for g in stored]
+        # In floats, a sum per save (statistics.fmean's generic path was a tenth of the
+        # judging of a 10 000-row sweep).
+        means = [math.fsum(g) / len(g) for g in stored]
         # The saves' means spread by the drift and by their processes' own spread.
-        explained = (between or 0.0) ** 2 * statistics.fmean(1 / len(g) for g in stored)
+        explained = (between or 0.0) ** 2 * sum([1 / len(g) for g in stored]) / len(stored)
         # In floats: statistics.variance sums exact fractions (most of a 10k-row save's
         # judging time went there).
         learned = math.sqrt(max(0.0, float_stdev(means) ** 2 - explained))

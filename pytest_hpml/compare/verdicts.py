@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import lru_cache, partial
 
 from pytest_hpml.compare import machine_moves, modes
 from pytest_hpml.compare.evidence import (
@@ -65,6 +65,7 @@ from pytest_hpml.compare.noise import (
     pct,
 )
 from pytest_hpml.compare.stored import Stored
+from pytest_hpml.frozen import evolve
 from pytest_hpml.measure.stats import mann_whitney_u, median_uncertainty
 from pytest_hpml.results import Metric, Replicates, Verdict
 
@@ -107,6 +108,13 @@ class Rules:
         if metric.tolerance is not None:
             return metric.tolerance
         return 0.0 if metric.exact or (base is not None and base.exact) else self.tolerance
+
+
+@lru_cache(maxsize=64)
+def _at_alpha(rules: Rules, alpha: float) -> Rules:
+    """`rules` at a family's share of alpha: one per family, not one per row (a 10 000-row
+    sweep's rows each built their own)."""
+    return replace(rules, alpha=alpha)
 
 
 def _weigh(e: Evidence, current: Metric, base: Stored, tol: float, rules: Rules,
@@ -157,12 +165,12 @@ def judge_metric(current: Metric, now: Replicates, base: Stored | None, rules: R
         return Verdict("new", unit=current.unit, current=now.value,
                        processes=len(now.values))
     if family is not None:
-        rules = replace(rules, alpha=family.alpha(rules.alpha))
+        rules = _at_alpha(rules, family.alpha(rules.alpha))
     # A seeded baseline: fresh processes would confirm a change against another environment.
     verdict = _verdict(current, now, base, rules, 0 if base.seeded_from else can_confirm,
                        advice or Advice(), family)
-    verdict = replace(verdict, unit=current.unit, processes=len(now.values),
-                      accepted=verdict.accepted or base.last_accepted())
+    verdict = evolve(verdict, unit=current.unit, processes=len(now.values),
+                     accepted=verdict.accepted or base.last_accepted())
     if base.seeded_from:
         basis = "; ".join(filter(None, (verdict.basis, seeded_basis(base.seeded_from))))
         verdict = _untrusted(replace(verdict, basis=basis))
@@ -247,8 +255,8 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
     # A blind spot is what the noise hides; a wide tolerance is the user's own choice.
     noisy = e.noise.mdc(0.0, rules.alpha) if e.noise is not None else 0.0
     if rules.max_detectable and noisy > rules.max_detectable:
-        verdict = replace(verdict, blind=blind_spot(e.noise, noisy, rules.max_detectable,
-                                                    rules.alpha, advice))
+        verdict = evolve(verdict, blind=blind_spot(e.noise, noisy, rules.max_detectable,
+                                                   rules.alpha, advice))
     if family is not None and verdict.outcome in ("regressed", "improved", SUSPECT):
         verdict = family.hold_within_tails(verdict, raw.history, raw.now)
     if verdict.outcome in ("regressed", "improved", SUSPECT):
@@ -332,8 +340,8 @@ def _judge_modes(found: modes.Modal, current: Metric, now: Replicates, base: Sto
                      "value measured from its nearest mode", baseline=anchor)
     noisy = e.noise.mdc(0.0, rules.alpha)
     if rules.max_detectable and noisy > rules.max_detectable:
-        verdict = replace(verdict, blind=blind_spot(e.noise, noisy, rules.max_detectable,
-                                                    rules.alpha, advice))
+        verdict = evolve(verdict, blind=blind_spot(e.noise, noisy, rules.max_detectable,
+                                                   rules.alpha, advice))
     return verdict
 
 

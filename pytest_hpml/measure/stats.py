@@ -71,9 +71,11 @@ def squares_within(groups: Iterable[Sequence[float]]) -> tuple[float, int]:
     more, and its degrees of freedom: what a pooled variance divides (squares / dof)."""
     squares, dof = 0.0, 0
     for group in groups:
-        if len(group) >= 2:
-            squares += float_stdev(group) ** 2 * (len(group) - 1)
-            dof += len(group) - 1
+        n = len(group)
+        if n >= 2:  # float_stdev's sums, without its square root squared again
+            mean = math.fsum(group) / n
+            squares += math.fsum([(v - mean) * (v - mean) for v in group])
+            dof += n - 1
     return squares, dof
 
 
