@@ -230,13 +230,11 @@ def start_forkserver_in_background(config: pytest.Config) -> None:
     collection, so that a fresh process later costs a fork, not seconds of imports. Whether
     the tests use torch is known once they are collected; where torch is installed, the server
     starts now with it, as the collection most likely imports it too (a torch suite would
-    otherwise wait 2-3 s for the server's import after its own), and one the collection shows
-    to need no torch is replaced then by one without it (pytest_collection_finish; a suite of
-    a JSON library's waited for torch's import). An xdist controller, which collects nothing,
-    starts it when it first needs it, knowing from its workers (ready_forkserver). What is
-    left of its imports when the tests begin is waited for then (pytest_runtestloop): its
-    imports of torch beside the first test read a 3 ms sleep as 6-9 ms under load. Once
-    started it is idle."""
+    otherwise wait 2-3 s for the server's import after its own); one the collection shows to
+    need no torch is stopped then, and started without it when first needed, as an xdist
+    controller's (ready_forkserver). What is left of its imports when the tests begin is
+    waited for then (pytest_runtestloop): its imports of torch beside the first test read a
+    3 ms sleep as 6-9 ms under load. Once started it is idle."""
     config.stash[_WANTED] = True
     if hasattr(config, "workerinput") or (is_controller(config) and xdist_workers(config) == 0):
         if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
@@ -292,7 +290,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             if spawned:
                 forkserver.stop()
         wait_for_forkserver()
-    if forkserver.preloaded() is None:
+    if forkserver.preloaded() is None and set(forkserver.asked()) - set(preload(torch=False)):
+        # Torch or a conftest's modules; pytest and the plugin alone start when first needed.
         _start_in_background(lean)
 
 
