@@ -10,6 +10,7 @@ import argparse
 import ast
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,9 +259,14 @@ def _ini_raw(config: pytest.Config, dest: str) -> Any:
     file where it is no yes/no for a switch, or a TOML list for a single value."""
     where = f"{dest} in {config.inipath or 'the ini file'}"
     try:
-        raw = config.getini(dest)
+        with warnings.catch_warnings():
+            # A TOML list for a one-value key, said below: pytest 9 warns it will refuse it.
+            warnings.simplefilter("ignore", getattr(pytest, "PytestRemovedIn10Warning", Warning))
+            raw = config.getini(dest)
     except (ValueError, pytest.UsageError) as exc:  # pytest's bool: "invalid truth value"
         raise pytest.UsageError(f"{where}: {exc}; write true or false") from None
+    except TypeError as exc:  # pytest 10 refuses a TOML list for a one-value key itself
+        raise pytest.UsageError(f"{where}: {exc}; give one value") from None
     if isinstance(raw, list):
         raise pytest.UsageError(f"{where}: a list ({raw!r}); give one value, e.g. "
                                 f"{dest} = {raw[0] if raw else '...'}")
