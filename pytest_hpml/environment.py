@@ -10,15 +10,16 @@ Measured on a shared 2-core machine (a 2-million-element torch.add, one median p
   them is often descheduled for a scheduler slice, and a 0.3 ms add takes 8 or 16 ms in some
   processes. Leaving one core to the rest of the machine (and sharing the others between xdist
   workers) removes those stalls.
-Both are applied in this process and passed to child processes (xdist workers, confirmation
-reruns, distributed ranks) through the environment; CPU frequency is reported where readable.
 - a full garbage collection walks every object the process holds, and one lands inside some
   timed call: with torch imported and a 10 000-row baseline read, the same row of a sweep read
   65-76 ms against 5 us in every compare (a confirmation then ran the whole test again, in a
-  fresh process whose heap the forkserver had frozen). So the heap the collection leaves
+  fresh process whose heap the forkserver had frozen). The heap the collection leaves
   (imports, the baseline, the collected tests) is frozen before the first test (gc.freeze, as
-  the forkserver does for its children): a collection walks only what the tests made since.
-  It is unfrozen when the session ends, after pytest's own last collection.
+  the forkserver does for its children), so a collection walks only what the tests made
+  since; it is unfrozen when the session ends, after pytest's own last collection.
+The thresholds and threads are applied in this process and passed to child processes (xdist
+workers, confirmation reruns, distributed ranks) through the environment, where each process
+freezes its own heap; CPU frequency is reported where readable.
 """
 
 from __future__ import annotations

@@ -215,7 +215,7 @@ def estimate(history: list[float], saves: list[int] | None, now: list[float], wi
     between = math.sqrt(squares / dof) if dof else None
     drift_dof = None
     if len(stored) >= DRIFT_MIN_SAVES:
-        # In floats, a sum per save (statistics.fmean's generic path was a tenth of the
+        # In floats, a sum per save (statistics.fmean's generic path was a twentieth of the
         # judging of a 10 000-row sweep).
         means = [math.fsum(g) / len(g) for g in stored]
         # The saves' means spread by the drift and by their processes' own spread.

@@ -129,7 +129,8 @@ class Stored:
         # deep copy took 2 s of a 10 000-row save).
         # Its fields by name (dataclasses.fields builds its tuple anew on every call: twice a
         # row of a 10 000-row file read and saved).
-        data = {k: v for k, v in self.__dict__.items() if v is not None}
+        known = self.__dataclass_fields__
+        data = {k: v for k, v in self.__dict__.items() if v is not None and k in known}
         if not data.get("exact"):
             data.pop("exact", None)
         return data
