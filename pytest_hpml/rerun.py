@@ -47,7 +47,6 @@ import pytest
 from pytest_hpml import plugin
 from pytest_hpml.distributed import job
 from pytest_hpml.machine import forkserver
-from pytest_hpml.plain_numbers import json_safe
 from pytest_hpml.progress import FreshProgress
 from pytest_hpml.results import Record
 from pytest_hpml.selection import profile_of
@@ -157,7 +156,8 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
                 found.broken = f"{what} exited {code} before running a test: {_tail(output)}"
                 found.problems.append(found.broken)
                 continue
-            document = json.loads(result.read_text(encoding="utf-8"))
+            document = json.loads(result.read_text(encoding="utf-8"),  # NaN, inf: null
+                                  parse_constant=lambda _: None)
             found.absent |= set(nodeids) - set(document["collected"])
             stopped = deadline is not None and code != 0 and document["interrupted"]
             failed = {n for n, outcome in document["outcomes"].items()
@@ -366,7 +366,7 @@ class FreshProcess:
                     "collected": self.collected, "outcomes": self.outcomes,
                     "errors": self.errors,
                     "interrupted": session.exitstatus == pytest.ExitCode.INTERRUPTED}
-        self.result.write_text(json.dumps(json_safe(document)), encoding="utf-8")
+        self.result.write_text(json.dumps(document), encoding="utf-8")  # NaN, inf: see run_fresh
 
 
 FRESH_KEY = pytest.StashKey[FreshProcess]()
