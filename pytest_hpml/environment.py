@@ -139,14 +139,13 @@ def control(config: pytest.Config, environ: MutableMapping[str, str] | None = No
 FROZEN_KEY = pytest.StashKey[bool]()
 
 
-def freeze_heap(config: pytest.Config) -> int:
+def freeze_heap(config: pytest.Config) -> None:
     """Move the objects this process holds now into the collector's permanent generation
-    until the session ends (unfreeze_heap); returns how many are frozen. Garbage among them
-    waits until then: the heap before the first test is the imports, the baseline and the
-    collected tests, which live that long anyway."""
+    until the session ends (unfreeze_heap). Garbage among them waits until then: the heap
+    before the first test is the imports, the baseline and the collected tests, which live
+    that long anyway."""
     gc.freeze()
     config.stash[FROZEN_KEY] = True
-    return gc.get_freeze_count()
 
 
 def unfreeze_heap(config: pytest.Config) -> None:

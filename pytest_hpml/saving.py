@@ -76,8 +76,8 @@ class Save:
         stored = self.stored.baseline
         if stored is None:
             return True
-        return any(save_plan.knowledge(stored.metrics_for(rid).values()) < 1
-                   for rid in stored.records)
+        return save_plan.floor(save_plan.knowledge(stored.metrics_for(rid).values())
+                               for rid in stored.records) > 0
 
     def widen(self) -> None:
         """Measure the run's tests again in fresh processes, in rounds of batches, within the

@@ -261,7 +261,8 @@ def _ini_raw(config: pytest.Config, dest: str) -> Any:
     try:
         with warnings.catch_warnings():
             # A TOML list for a one-value key, said below: pytest 9 warns it will refuse it.
-            warnings.simplefilter("ignore", getattr(pytest, "PytestRemovedIn10Warning", Warning))
+            warnings.simplefilter("ignore", getattr(pytest, "PytestRemovedIn10Warning",
+                                                    pytest.PytestDeprecationWarning))
             raw = config.getini(dest)
     except (ValueError, pytest.UsageError) as exc:  # pytest's bool: "invalid truth value"
         raise pytest.UsageError(f"{where}: {exc}; write true or false") from None
