@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpml import rerun
-from pytest_hpml.compare import engine, reference
+from pytest_hpml.compare import engine, reference, settling
 from pytest_hpml.compare.advice import Advice, RefAdvice
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.judging import rules_of
@@ -75,7 +75,7 @@ class RefRun:
         self.mapping = reference.Mapping(ref.top, tree)
         self.all: bool = opt.hpml_compare_ref_all
         self.processes: int = opt.hpml_compare_ref_processes
-        self.budget = engine.Budget(opt.hpml_compare_ref_budget)
+        self.budget = settling.Budget(opt.hpml_compare_ref_budget)
         self.worktree: reference.Worktree | None = None  # the controller's, removed at the end
         self.broken: list[str] = []  # tests REF could not be measured for, and why
         # The first process at REF of each test, measured a file's tests at a time: what it
@@ -160,8 +160,9 @@ class RefRun:
         rules = source.rules(rules_of(self.config))
         rounds = {"done": 0}
 
-        def judge_all(left: int) -> None:
-            engine.judge_rows(records, source.stored, rules, 0, source.advice, source.label)
+        def judge_all(left: int, rows: list[Record]) -> None:
+            engine.judge_rows(records, source.stored, rules, 0, source.advice, source.label,
+                              rows=rows)
 
         def measure_pair(pending: list[Record]) -> None:
             # Alternate which side goes first, so neither always follows the other.
@@ -178,13 +179,13 @@ class RefRun:
         # A change the worse way is measured again; an apparent improvement fails nothing, and
         # one pair's "improvement" is said as unconfirmed instead (on unchanged code here 7 of
         # the 15 rows the first pair suspected were faster, up to -46 %).
-        done = engine.settle(records, judge_all,
+        done = settling.settle(records, judge_all,
                              (lambda r: True) if self.all else _unsettled_the_worse_way,
                              measure_pair, self.processes - 1, self.budget)
         for record in records:
             _improvements_of_one_pair(record, self.all)
         if done < self.processes - 1 and not self.budget.left and any(
-                engine.unsettled(r, worse_only=not self.all) for r in records):
+                settling.unsettled(r, worse_only=not self.all) for r in records):
             records[0].warnings.append(f"{done + 1} of {self.processes} processes on each "
                                        "side: the --hpml-compare-ref-budget is spent")
         lines = [line for r in records for line in engine.failures(r, rules)]
@@ -198,7 +199,7 @@ class RefRun:
 
 def _unsettled_the_worse_way(record: Record) -> bool:
     """Whether more pairs could change a verdict of the row that points the worse way."""
-    return engine.unsettled(record, worse_only=True)
+    return settling.unsettled(record, worse_only=True)
 
 
 def _improvements_of_one_pair(record: Record, measured_all: bool) -> None:

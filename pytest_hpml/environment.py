@@ -24,6 +24,7 @@ freezes its own heap; CPU frequency is reported where readable.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import gc
@@ -157,6 +158,22 @@ def unfreeze_heap(config: pytest.Config) -> None:
         gc.unfreeze()
 
 
+def freeze_at_exit() -> None:
+    """Freeze the heap as the process exits (once per process): the interpreter's last
+    collection, and the collections freeing the run's objects set off, walked everything a
+    run holds, 0.44 s after the last exit handler of a save of 10 000 rows against 0.02 s
+    frozen (0.18 s in a plain run of the same test). What it leaves unfreed is freed by the
+    exit itself; handlers registered before this one (weakref.finalize's, multiprocessing's)
+    still run after it."""
+    global _EXIT_FROZEN
+    if not _EXIT_FROZEN:
+        _EXIT_FROZEN = True
+        atexit.register(gc.freeze)
+
+
+_EXIT_FROZEN = False
+
+
 def _planned_workers(config: pytest.Config) -> int:
     return max(1, xdist_workers(config))
 
@@ -176,7 +193,13 @@ ENV_KEY = pytest.StashKey[Environment]()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.add_cleanup(lambda: unfreeze_heap(config))
-    run_of(config).when_used(lambda: config.stash.__setitem__(ENV_KEY, control(config)))
+    run_of(config).when_used(lambda: _use(config))
+
+
+def _use(config: pytest.Config) -> None:
+    config.stash[ENV_KEY] = control(config)
+    if config.option.hpml_env != "keep":
+        freeze_at_exit()
 
 
 @pytest.hookimpl(trylast=True)

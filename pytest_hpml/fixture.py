@@ -67,8 +67,10 @@ class Hpml:
     sample_utilization = _OwnRow()
 
     def __init__(self, context: HpmlContext, record: Record, plots: str | Path | None = None,
-                 say: Callable[[str], None] | None = None) -> None:
+                 say: Callable[[str], None] | None = None,
+                 wanted: frozenset[str] | None = None) -> None:
         self.context = context
+        self._wanted = wanted  # the rows a confirming process makes (None: every row)
         #: The Recorder of the test's own row.
         self.own_row = Recorder(context, record)
         self._rows: list[Recorder] = []
@@ -124,12 +126,28 @@ class Hpml:
         """Where to write a chart of this test's own; None without --hpml-plots or matplotlib."""
         return plot_path(self._plots, filename, self._say)
 
+    def _row_id(self, columns: dict[str, Any]) -> tuple[str, str]:
+        """The id of the row with these columns, and the columns in words."""
+        suffix = ",".join(f"{k}={v}" for k, v in columns.items())
+        own = self.own_row._record.id
+        return (f"{own}[{suffix}]" if "[" not in own else f"{own[:-1]}-{suffix}]"), suffix
+
+    def wants(self, **columns: Any) -> bool:
+        """Whether this process needs the row with these columns (none: the test's own row):
+        always in a run of its own; in a fresh process that confirms some rows of the test,
+        only for those. A sweep that asks before it measures a row
+        (`if not hpml.wants(size=n): continue`) has a confirmation measure the rows it
+        confirms, not the whole sweep again."""
+        if self._wanted is None:
+            return True
+        return (self._row_id(columns)[0] if columns else self.own_row._record.id) \
+            in self._wanted
+
     @contextlib.contextmanager
     def row(self, **columns: Any) -> Iterator[Recorder]:
         """A further row of this test's table (one per layer, per step ...)."""
-        suffix = ",".join(f"{k}={v}" for k, v in columns.items())
         own = self.own_row._record
-        row_id = f"{own.id}[{suffix}]" if "[" not in own.id else f"{own.id[:-1]}-{suffix}]"
+        row_id, suffix = self._row_id(columns)
         if row_id in self._row_ids:
             # Rows are told apart by their columns: two with the same ones would share one
             # baseline entry, and the second would overwrite the first.
@@ -189,8 +207,9 @@ def hpml(request: pytest.FixtureRequest) -> Hpml:
         expected_missing=_expected_missing(item),
         test=item.nodeid,
     )
-    fixture = Hpml(context, record, plots=config.option.hpml_plots,
-                   say=run_of(config).say_once)
+    run = run_of(config)
+    fixture = Hpml(context, record, plots=config.option.hpml_plots, say=run.say_once,
+                   wanted=run.rows_wanted.get(item.nodeid))
     item.stash[FIXTURE_KEY] = fixture
     return fixture
 

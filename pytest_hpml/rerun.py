@@ -7,8 +7,9 @@ A fresh process runs the invocation's own pytest command (the command line as gi
 applies the ini file's addopts and PYTEST_ADDOPTS again itself), in the invocation's folder,
 so that plugins (-p), ini overrides (-o), the configuration file (-c), --rootdir, conftest
 options and relative paths mean what they meant, plus one option of this module,
---hpml-rerun=SPEC: a JSON file naming the node ids to run, the size profile the run chose, and
-where to write what the process measured. In the fresh process this module then
+--hpml-rerun=SPEC: a JSON file naming the node ids to run (and the rows a test needs, where a
+confirmation needs some: hpml.wants), the size profile the run chose, and where to write what
+the process measured. In the fresh process this module then
 
 - puts the outer run's own options back to their defaults before any plugin configures
   itself: the plugin's outputs, comparison and save (each declares so where it is declared:
@@ -21,10 +22,9 @@ where to write what the process measured. In the fresh process this module then
 
 Each fresh process is forked from a forkserver that imported pytest, this plugin and (where the
 tests use it) torch once (machine/forkserver.py), so it starts without seconds of imports.
-Forked processes share the server's string hash seed and the memory layout of what it imported
-(a save of 5 processes recorded hash("x") as one value in the run's own process and another in
-all 4 fresh ones): a benchmark whose mode follows those shows its other mode between runs, not
-between the fresh processes of one run, and a history learns it across saves.
+Forked processes share the server's hash seed and memory layout (hash("x") was one value in a
+save's own process and another in all 4 fresh ones): a benchmark whose mode follows those
+shows its other mode between runs, and a history learns it across saves.
 """
 
 from __future__ import annotations
@@ -123,12 +123,14 @@ def _tail(output: str) -> str:
 
 def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
               place: Place | None = None, what: str = "fresh process",
-              deadline: float | None = None, together: bool = True) -> Fresh:
+              deadline: float | None = None, together: bool = True,
+              rows: dict[str, list[str]] | None = None) -> Fresh:
     """Run the tests `nodeids` in `processes` fresh processes, one after the other, and gather
-    what they measured. At `deadline` (time.monotonic()), a process still running is stopped
-    as Ctrl-C stops a run, and what its finished tests measured counts (a budget, not a
-    failure). Under a torchrun or srun job each fresh process is a job of the same shape, one
-    on every rank (FRESH_JOB; together=False: this rank's part of one)."""
+    what they measured (`rows`: the row ids a test needs, by node id, for hpml.wants). At
+    `deadline` (time.monotonic()), a process still running is stopped as Ctrl-C stops a run,
+    and what its finished tests measured counts (a budget, not a failure). Under a torchrun or
+    srun job each fresh process is a job of the same shape, one on every rank (FRESH_JOB;
+    together=False: this rank's part of one)."""
     place = place or Place()
     nodeids = list(nodeids)
     found = Fresh()
@@ -139,8 +141,8 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
             progress.starting(i)
             result = folder / f"result-{i}.json"
             spec = folder / f"spec-{i}.json"
-            spec.write_text(json.dumps({"nodeids": nodeids, "result": str(result),
-                                        "profile": profile_of(config)}), encoding="utf-8")
+            spec.write_text(json.dumps({"nodeids": nodeids, "result": str(result), "profile":
+                                        profile_of(config), "rows": rows or {}}), "utf-8")
             args = [place.move(a) for a in arguments(config, spec, folder)]
             fresh_job = config.stash.get(FRESH_JOB, None) if together else None
             with fresh_job(nodeids) if fresh_job else contextlib.nullcontext({}) as variables:
@@ -156,14 +158,13 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
                 found.broken = f"{what} exited {code} before running a test: {_tail(output)}"
                 found.problems.append(found.broken)
                 continue
-            document = json.loads(result.read_text(encoding="utf-8"),  # NaN, inf: null
-                                  parse_constant=lambda _: None)
+            document = json.loads(result.read_text("utf-8"), parse_constant=lambda _: None)
             found.absent |= set(nodeids) - set(document["collected"])
             stopped = deadline is not None and code != 0 and document["interrupted"]
             failed = {n for n, outcome in document["outcomes"].items()
                       if outcome == "failed" and not stopped}
-            for nodeid in sorted(failed):
-                found.problems.append(f"{nodeid}: {what} {i + 1} failed: {_tail(output)}")
+            found.problems += [f"{n}: {what} {i + 1} failed: {_tail(output)}"
+                               for n in sorted(failed)]
             found.problems += [f"{what} {i + 1}: {e}" for e in document["errors"]]
             found.records.append([r for r in map(Record.from_dict, document["records"])
                                   if r.test not in failed])
@@ -323,8 +324,7 @@ class FreshProcess:
         self.order: list[str] = list(spec["nodeids"])
         self.nodeids: set[str] = set(self.order)
         self.result = Path(spec["result"])
-        root = config.rootpath
-        self.files = {root / n.split("::", 1)[0] for n in self.nodeids}
+        self.files = {config.rootpath / n.split("::", 1)[0] for n in self.nodeids}
         self.collected: list[str] = []
         self.outcomes: dict[str, str] = {}
         self.errors: list[str] = []
@@ -363,10 +363,9 @@ class FreshProcess:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         document = {"records": [r.to_dict() for r in run_of(self.config).records],
-                    "collected": self.collected, "outcomes": self.outcomes,
-                    "errors": self.errors,
+                    "collected": self.collected, "outcomes": self.outcomes, "errors": self.errors,
                     "interrupted": session.exitstatus == pytest.ExitCode.INTERRUPTED}
-        self.result.write_text(json.dumps(document), encoding="utf-8")  # NaN, inf: see run_fresh
+        self.result.write_text(json.dumps(document), "utf-8")  # NaN, inf: run_fresh reads null
 
 
 FRESH_KEY = pytest.StashKey[FreshProcess]()
@@ -374,8 +373,8 @@ FRESH_KEY = pytest.StashKey[FreshProcess]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_option(parser, "--hpml-rerun", rerun=False, metavar="SPEC", default=None,
-               help="internal: run as a fresh process of another run (the node ids, profile "
-                    "and result file in SPEC); set by pytest-hpml itself")
+               help="internal: a fresh process of another run (SPEC: its node ids, rows, "
+                    "profile, result file); set by pytest-hpml itself")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -389,6 +388,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if hasattr(config.option, dest):
             setattr(config.option, dest, default)
     config.option.hpml_profile = spec["profile"]
+    run_of(config).rows_wanted = {n: frozenset(ids) for n, ids in spec.get("rows", {}).items()}
     fresh = config.stash[FRESH_KEY] = FreshProcess(config, spec)
     config.pluginmanager.register(fresh, f"hpml-fresh-{id(config)}")
 

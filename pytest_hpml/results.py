@@ -288,21 +288,28 @@ class Record:
     def may_miss(self, name: str) -> bool:
         return "*" in self.expected_missing or name in self.expected_missing
 
-    def to_dict(self) -> dict[str, Any]:
+    def identity(self) -> dict[str, Any]:
+        """The row without its measurements and what a comparison made of them: what a
+        baseline stores beside the metrics it merges (a 10 000-row save built every metric's
+        and verdict's dict only to drop them)."""
         data = {
             "id": self.id,
             "experiment": self.experiment,
             "params": {k: _plain(v) for k, v in self.params.items()},
-            "metrics": [m.to_dict() for m in self.metrics],
             "order": self.order,
             "device": self.device,
             "warnings": list(self.warnings),
             "views": self.views,
         }
-        if self.expected_missing:
-            data["expected_missing"] = list(self.expected_missing)
         if self.test:
             data["test"] = self.test
+        return data
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.identity()
+        data["metrics"] = [m.to_dict() for m in self.metrics]
+        if self.expected_missing:
+            data["expected_missing"] = list(self.expected_missing)
         if self.replicates:
             data["replicates"] = {k: r.to_dict() for k, r in self.replicates.items()}
         if self.verdicts:

@@ -167,7 +167,7 @@ class Save:
         found = self.stored.baseline_now()
         if found is not None:
             engine.judge_rows([r for r in records if not r.verdicts], found.metrics_for,
-                              self.stored.rules)
+                              self.stored.rules, levels_only=True)
         return found
 
     def write(self) -> list[Path]:

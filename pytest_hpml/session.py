@@ -42,6 +42,9 @@ class HpmlRun:
         # When the run began (time.monotonic(), as pytest configured it): the run's own time,
         # which a save's budget is a fraction of.
         self.started = time.monotonic()
+        #: In a fresh process that confirms some rows of a test: those rows' ids, by the
+        #: test's node id (hpml.wants); a test not named here makes every row.
+        self.rows_wanted: dict[str, frozenset[str]] = {}
 
     def say_once(self, message: str) -> None:
         if message not in self.messages:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpml import rerun
-from pytest_hpml.compare import baselines, engine, suite
+from pytest_hpml.compare import baselines, engine, settling, suite
 from pytest_hpml.compare.advice import Advice, StoredAdvice
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import seeded_basis
@@ -157,10 +157,12 @@ class BaselineRun:
         return baselines.current(self.path, self.baseline)
 
     def measure_again(self, item: pytest.Item, records: list[Record], processes: int,
-                      why: str) -> None:
+                      why: str, rows: list[Record] | None = None) -> None:
         """Run the test in `processes` fresh processes and fold what they measured into its
-        records (engine.add_processes)."""
-        fresh = rerun.run_fresh(item.config, [item.nodeid], processes, what=why)
+        records (engine.add_processes); `rows`: the ones it runs for (a test that asks
+        hpml.wants makes only those)."""
+        wanted = {item.nodeid: [r.id for r in rows]} if rows is not None else None
+        fresh = rerun.run_fresh(item.config, [item.nodeid], processes, what=why, rows=wanted)
         self.new_rerun_failures += [f"{item.nodeid}: {p}" for p in fresh.problems]
         engine.add_processes(records, fresh.records)
         for record in records:
@@ -176,14 +178,17 @@ class BaselineRun:
         next process dispels costs one)."""
         rules = self.source.rules(self.rules)
 
-        def judge_all(left: int) -> None:
-            engine.judge_rows(records, self.source.stored, rules, left, self.source.advice)
+        def judge_all(left: int, rows: list[Record]) -> None:
+            engine.judge_rows(records, self.source.stored, rules, left, self.source.advice,
+                              rows=rows)
 
-        # A fresh process measures every row of the test: each row gets its values, not only
-        # the suspected ones (a sweep's rows pool their spread, and rows picked for an extreme
-        # first value would show it alone).
-        engine.settle(records, judge_all, engine.suspected,
-                      lambda _pending: self.measure_again(item, records, 1, "confirmation"),
+        # A fresh process measures every row of the test (each row gets its values, not only
+        # the suspected ones: a sweep's rows pool their spread, and rows picked for an extreme
+        # first value would show it alone), but those of a test that asks hpml.wants; the
+        # suspected ones are judged again.
+        settling.settle(records, judge_all, settling.suspected,
+                      lambda pending: self.measure_again(item, records, 1, "confirmation",
+                                                         pending),
                       self.confirm if may_confirm else 0)
         lines = [line for r in records for line in engine.failures(r, rules)]
         return lines + self.vanished_rows(item, records)

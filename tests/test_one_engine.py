@@ -349,26 +349,60 @@ def test_the_stored_baseline_the_ref_and_the_command_line_agree(
         assert float(row["detectable"]) == pytest.approx(stored["mdc"])
 
 
-def test_a_row_that_a_confirmation_makes_suspect_is_confirmed_too_and_never_left_suspect(
-        ) -> None:
-    """A fresh process measures every row of its test: where it dispels the suspected row and
-    makes another suspect, that one is measured again as well, and no row ends `suspect`."""
-    from pytest_hpml.compare import engine
-    from pytest_hpml.results import Record, Verdict
+@pytest.mark.parametrize("measures", ["every row", "the suspected rows"])
+def test_a_confirmation_judges_again_the_rows_it_could_change_and_leaves_none_suspect(
+        measures: str) -> None:
+    """The suspected rows are measured again, round after round while they stay suspect, and
+    end with a final verdict; a row more processes could change (`ambiguous`: a slowed row
+    whose first process landed in a fast speed) is judged again where the round measured it
+    (a test that asks hpml.wants makes only the suspected rows); a row the test's own process
+    settled `unchanged` keeps that verdict (a preempted call in the fresh process would
+    otherwise be the next round's suspect)."""
+    from pytest_hpml.compare import settling
+    from pytest_hpml.results import Metric, Record, Replicates, Verdict
 
-    rows = [Record(f"r{i}", "e") for i in range(2)]
-    # What each judgement says of each row, round by round (left: rounds still possible).
-    script = {2: ("suspect", "unchanged"), 1: ("unchanged", "suspect"),
-              0: ("unchanged", "regressed")}
-    judged: list[int] = []
+    rows = [Record(f"r{i}", "e", metrics=[Metric("time", 1.0, "s")]) for i in range(4)]
+    # What each judgement would say of each row, round by round (left: rounds still possible).
+    script = {3: ("suspect", "unchanged", "suspect", "ambiguous"),
+              2: ("suspect", "suspect", "unchanged", "regressed"),
+              1: ("regressed", "suspect", "unchanged", "regressed"),
+              0: ("regressed", "regressed", "ambiguous", "regressed")}
+    judged: list[tuple[int, list[str]]] = []
     measured: list[list[str]] = []
 
-    def judge_all(left: int) -> None:
-        judged.append(left)
+    def judge_all(left: int, asked: list[Record]) -> None:
+        judged.append((left, [r.id for r in asked]))
         for row, outcome in zip(rows, script[left], strict=True):
-            row.verdicts = {"time": Verdict(outcome)}
+            if any(row is r for r in asked):
+                row.verdicts = {"time": Verdict(outcome, processes=len(
+                    row.values_of("time").values))}
 
-    done = engine.settle(rows, judge_all, engine.suspected,
-                         lambda pending: measured.append([r.id for r in pending]), rounds=2)
-    assert measured == [["r0"], ["r1"]] and done == 2 and judged == [2, 1, 0]
-    assert [r.verdicts["time"].outcome for r in rows] == ["unchanged", "regressed"]
+    def measure_more(pending: list[Record]) -> None:
+        measured.append([r.id for r in pending])
+        for row in rows if measures == "every row" else pending:
+            row.replicates["time"] = Replicates((*row.values_of("time").values, 1.0))
+
+    done = settling.settle(rows, judge_all, settling.suspected, measure_more, rounds=3)
+    assert measured == [["r0", "r2"], ["r0"]] and done == 2
+    if measures == "every row":
+        assert judged == [(3, ["r0", "r1", "r2", "r3"]), (2, ["r0", "r2", "r3"]),
+                          (1, ["r0", "r3"])]
+        assert [r.verdicts["time"].outcome for r in rows] == [
+            "regressed", "unchanged", "unchanged", "regressed"]
+    else:
+        assert judged == [(3, ["r0", "r1", "r2", "r3"]), (2, ["r0", "r2"]), (1, ["r0"])]
+        assert [r.verdicts["time"].outcome for r in rows] == [
+            "regressed", "unchanged", "unchanged", "ambiguous"]
+
+    # The budget spent with rows still suspect: a final verdict on what was measured.
+    for row in rows:
+        row.verdicts, row.replicates = {}, {}
+    judged.clear()
+    measured.clear()
+    spent = settling.Budget(seconds=1e-9, spent=1.0)
+    done = settling.settle(rows, judge_all, settling.suspected, measure_more, rounds=3,
+                           budget=spent)
+    assert done == 0 and measured == []
+    assert judged == [(3, ["r0", "r1", "r2", "r3"]), (0, ["r0", "r2"])]
+    assert [r.verdicts["time"].outcome for r in rows] == [
+        "regressed", "unchanged", "ambiguous", "ambiguous"]

@@ -25,6 +25,7 @@ from typing import Any
 from pytest_hpml import __version__
 from pytest_hpml.compare import provenance
 from pytest_hpml.compare.baseline_rules import Invalid, check_document
+from pytest_hpml.compare.bulk import collector_paused
 from pytest_hpml.compare.history import MergePolicy, extend
 from pytest_hpml.compare.scratch import clean_stale_temporaries, locked
 from pytest_hpml.compare.stored import Stored
@@ -117,7 +118,8 @@ def stamp(path: Path) -> tuple[int, ...] | None:
 def parse(path: Path, text: str) -> Baseline:
     """A baseline from its text; BaselineError naming `path` when it cannot be used."""
     try:
-        data = json.loads(text)
+        with collector_paused():
+            data = json.loads(text)
     except RecursionError:  # lists in lists deeper than Python's stack: no baseline is
         raise _damaged(path, "its JSON is nested too deeply to be a baseline") from None
     except json.JSONDecodeError as exc:
@@ -130,7 +132,8 @@ def parse(path: Path, text: str) -> Baseline:
         raise problem
     checked: dict[str, dict[str, Stored]] = {}
     try:
-        fingerprint, profile, records, saves = check_document(data, checked)
+        with collector_paused():
+            fingerprint, profile, records, saves = check_document(data, checked)
     except Invalid as exc:
         raise _damaged(path, str(exc)) from None
     return Baseline(path, fingerprint, profile, records, saves, checked)
@@ -165,13 +168,15 @@ def current(path: Path, known: Baseline | None) -> Baseline | None:
     return load(path)
 
 
-def _text(document: dict[str, Any]) -> str:
+def _text(document: dict[str, Any], encoded: dict[str, str] | None = None) -> str:
     """A baseline's text: its header indented, each row on a line of its own (a save changes
     the lines of the rows it measured, so a git diff of the baseline branch shows which).
-    The document is JSON's already (json_safe, or read from a file)."""
+    The document is JSON's already (json_safe, or read from a file); `encoded`: rows' text
+    made already, by id."""
     head = json.dumps({k: v for k, v in document.items() if k != "records"}, indent=1,
                       allow_nan=False)
-    rows = [_ROW.encode(r) for r in document["records"]]
+    encoded = encoded or {}
+    rows = [encoded.get(r["id"]) or _ROW.encode(r) for r in document["records"]]
     return head[:-2] + ',\n "records": [\n' + ",\n".join(rows) + "\n ]\n}\n"
 
 
@@ -190,7 +195,7 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
     if policy.keep < 1:
         raise ValueError(f"keep must be >= 1 run, got {policy.keep}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with locked(path):
+    with locked(path), collector_paused():
         clean_stale_temporaries(path)
         # Read under the lock, just before writing: a save that finished a moment ago is
         # merged, not overwritten. A damaged file raises here and is never overwritten.
@@ -226,13 +231,22 @@ def _write_checked(path: Path, fingerprint: dict[str, Any], profile: str,
     one written, as JSON makes it (json_safe: what _text dumps); `checked` holds rows a load
     checked already, each skipped where the merge kept it as it was (the same object)."""
     try:
-        safe = {k: row if checked is not None and checked.get(k) is row else json_safe(row)
-                for k, row in rows.items()}
+        safe, encoded = {}, {}
+        for k, row in rows.items():
+            if checked is not None and checked.get(k) is row:
+                safe[k] = row
+                continue
+            try:
+                # Standard JSON as it is (no NaN, no infinity: a save keeps none), encoded
+                # once: json_safe walked every new row of a 10 000-row save for nothing.
+                encoded[k], safe[k] = _ROW.encode(row), row
+            except ValueError:
+                safe[k] = json_safe(row)
         document = {"schema": SCHEMA, "fingerprint": json_safe(fingerprint), "profile": profile,
                     "saves": json_safe(provenance.kept(table, rows.values())),
                     "records": [safe[k] for k in sorted(safe)]}
         check_document(document, skip=checked)
-        text = _text(document)
+        text = _text(document, encoded)
     except (Invalid, TypeError, ValueError) as exc:
         raise BaselineError(f"{what} {path} was refused: the merged file would be damaged "
                             f"({exc}); the file was left untouched.") from None

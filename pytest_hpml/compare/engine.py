@@ -13,23 +13,24 @@ mapping of Stored metrics per row) and in how they measure again; the engine
   as one family (compare/families.py: a sweep's rows share the test's alpha and their spread
   between processes), then lets a metric derived from a timing follow
   its timing's verdict, and marks what the evidence has and the row lacks `missing`;
-- settles suspected changes by measuring again, within a budget of processes and seconds
-  (settle), and says the failing verdicts in one line each (failures).
+- says the failing verdicts in one line each (failures); compare/settling.py settles
+  suspected changes by measuring again, within a budget of processes and seconds.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TypeVar
 
+from pytest_hpml.compare import level_screen
+from pytest_hpml.compare.bulk import collector_paused
 from pytest_hpml.compare.evidence import series
 from pytest_hpml.compare.families import MIN_POOLED_ROWS, Family, RowSeries, pooled_spread
 from pytest_hpml.compare.noise import Advice
 from pytest_hpml.compare.stored import Stored
-from pytest_hpml.compare.verdicts import SUSPECT, Rules, judge_metric
+from pytest_hpml.compare.verdicts import Rules, judge_metric
 from pytest_hpml.report.units import conversion, format_change, format_value
 from pytest_hpml.results import Metric, Record, Replicates, Verdict
 
@@ -159,24 +160,65 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]]) -> Fami
 
 def judge_rows(records: list[Record], stored_of: Callable[[str], dict[str, Stored]],
                rules: Rules, can_confirm: int = 0, advice: Advice | None = None,
-               said: str = "") -> None:
-    """judge() every row of `records` against `stored_of(row id)`, each test's rows that record
-    the same metric as one family."""
+               said: str = "", levels_only: bool = False,
+               rows: list[Record] | None = None) -> None:
+    """judge() every row of `rows` (default: all of `records`) against `stored_of(row id)`,
+    each test's rows that record the same metric as one family (of all its `records`).
+    levels_only (a save's question: which metrics start a new level?): a metric that cannot
+    is given the screen's verdict (compare/level_screen.py), not weighed in full; the families
+    are found only where some metric is."""
+    with collector_paused():
+        _judge_rows(records, records if rows is None else rows, stored_of, rules, can_confirm,
+                    advice, said, levels_only)
+
+
+def _judge_rows(records: list[Record], rows: list[Record],
+                stored_of: Callable[[str], dict[str, Stored]], rules: Rules, can_confirm: int,
+                advice: Advice | None, said: str, levels_only: bool) -> None:
     bases = {record.id: stored_of(record.id) for record in records}
-    found = families(records, bases)
-    for record in records:
-        judge(record, bases[record.id], rules, can_confirm, advice, said, found)
+    decided = {record.id: _screen(record, bases[record.id], rules) for record in rows} \
+        if levels_only else {}
+    weighed = not levels_only or any(
+        m.compared and m.name in bases[r.id] and m.name not in decided[r.id]
+        for r in rows for m in r.metrics)
+    # A family's floor and alpha come from all its rows, screened or not, judged now or not.
+    found = families(records, bases) if weighed else {}
+    for record in rows:
+        judge(record, bases[record.id], rules, can_confirm, advice, said, found,
+              decided.get(record.id))
+
+
+def _screen(record: Record, base: dict[str, Stored], rules: Rules) -> dict[str, Verdict]:
+    """The verdicts the level screen gives of the row's metrics, by name (none for a metric
+    it leaves to the full judgement)."""
+    decided = {}
+    for m in record.metrics:
+        old = base.get(m.name)
+        if old is None or not m.compared:
+            continue
+        converted, refused, note = _same_quantity(m, old)
+        verdict = refused or level_screen.screened(m, record.values_of(m.name), converted,
+                                                   rules)  # type: ignore[arg-type]
+        if verdict is not None and note and refused is None:
+            verdict = replace(verdict, basis=f"{verdict.basis}; {note}")
+        if verdict is not None:
+            decided[m.name] = verdict
+    return decided
 
 
 def judge(record: Record, base: dict[str, Stored], rules: Rules, can_confirm: int = 0,
-          advice: Advice | None = None, said: str = "", families: Families | None = None
-          ) -> None:
+          advice: Advice | None = None, said: str = "", families: Families | None = None,
+          decided: dict[str, Verdict] | None = None) -> None:
     """Fill `record.verdicts` against `base` (the evidence's metrics of the same row); `said`
     opens each verdict's basis (what the evidence is, where that is not the stored baseline);
-    `families`: the run's, where the row is one of a test's several (judge_rows)."""
+    `families`: the run's, where the row is one of a test's several (judge_rows); `decided`:
+    verdicts already given, by metric name (the level screen's)."""
     verdicts: dict[str, Verdict] = {}
     for m in record.metrics:
         old = base.get(m.name)
+        if decided and m.name in decided:
+            verdicts[m.name] = decided[m.name]
+            continue
         if not m.compared:
             if old is not None:
                 # A figure measured before and now only shown would leave the comparison
@@ -225,82 +267,6 @@ def _follow_timings(record: Record, verdicts: dict[str, Verdict]) -> None:
                                    current=own.current, change=own.change,
                                    relative=own.relative, accepted=own.accepted,
                                    basis=f"follows {m.derived_from}: {source.basis}")
-
-
-def suspected(record: Record) -> bool:
-    return any(v.outcome == SUSPECT for v in record.verdicts.values())
-
-
-def unsettled(record: Record, worse_only: bool = False) -> bool:
-    """Whether more processes could change a verdict of the row: one that is not `unchanged`
-    (nor new, missing or incomparable, which no measurement changes), of a figure that is not
-    exact (an exact figure is the same in every process). worse_only: only a change the worse
-    way (or one with no number to point a way) can; an apparent improvement fails nothing."""
-    return any(v.outcome not in ("unchanged", "new", "missing", "incomparable")
-               and not (m is not None and m.exact)
-               and (not worse_only or m is None or _points_worse(m, v))
-               for name, v in record.verdicts.items() for m in [record.metric(name)])
-
-
-def _points_worse(metric: Metric, verdict: Verdict) -> bool:
-    """Whether the verdict's change is the metric's worse way (a change that is not a number
-    counts as worse: it says nothing either way). A metric with no better way has none."""
-    if metric.better is None:
-        return False
-    change = verdict.change
-    if change is None or not math.isfinite(change):
-        return True
-    return change > 0 if metric.better == "lower" else change < 0
-
-
-# -- measuring again ------------------------------------------------------------------------------
-
-@dataclass
-class Budget:
-    """Seconds a comparison may spend measuring again (0: no limit), and what it has spent."""
-
-    seconds: float = 0.0
-    spent: float = 0.0
-
-    @property
-    def left(self) -> bool:
-        return not self.seconds or self.spent < self.seconds
-
-    def spend(self, act: Callable[[], T]) -> T:
-        """act(), its seconds counted as spent."""
-        started = time.monotonic()
-        try:
-            return act()
-        finally:
-            self.spent += time.monotonic() - started
-
-
-def settle(records: list[Record], judge_all: Callable[[int], None],
-           needs_more: Callable[[Record], bool], measure_more: Callable[[list[Record]], None],
-           rounds: int, budget: Budget | None = None) -> int:
-    """Judge, then measure again and judge again while a row `needs_more` and rounds and
-    budget are left: every round while the fresh processes still show a change (stopping at
-    the first that agrees would be a test repeated until it passes), none once they dispel
-    it. `judge_all(left)` judges every row with `left` rounds still possible; returns the
-    rounds measured."""
-    budget = budget or Budget()
-    left = rounds
-    judge_all(left)
-    pending = [r for r in records if needs_more(r)]
-    done = 0
-    while pending and left and budget.left:
-        budget.spend(lambda: measure_more(pending))  # noqa: B023 - called at once
-        left -= 1
-        done += 1
-        judge_all(left)
-        # Every row again, not only those measured for: a process measures every row of its
-        # test, and a row it moved may need more now (a 10 000-row sweep's first confirmation
-        # dispelled the one suspected row and made three others suspect, which were left
-        # 'suspect', neither confirmed nor judged, when only the pending rows were asked).
-        pending = [r for r in records if needs_more(r)]
-    if left and pending:
-        judge_all(0)  # the budget ran out: final verdicts on what was measured
-    return done
 
 
 # -- saying it ----------------------------------------------------------------------------------

@@ -220,9 +220,7 @@ def extend(existing: dict[str, dict[str, Any]], records: list[Record],
         stored = [] if policy.reset else existing.get(record.id, {}).get("metrics", [])
         old = {m["name"]: m for m in stored}
         known = checked(record.id) if checked is not None and not policy.reset else {}
-        data = record.to_dict()
-        for key in ("verdicts", "replicates", "expected_missing"):
-            data.pop(key, None)  # what a comparison made of the run: not stored as such
+        data = record.identity()  # what a comparison made of the run is not stored as such
         kept, not_numbers = measured_figures(record)
         skipped += [f"{record.id} {m.name} = {m.value}" for m in not_numbers]
         data["metrics"] = []

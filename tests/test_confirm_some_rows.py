@@ -1,0 +1,71 @@
+"""A sweep that asks `hpml.wants` before it measures a row has a confirmation measure only the
+rows it confirms: a fresh process of a 10 000-row sweep made every row again (about a second
+each, twice a compare) to settle the 3-7 rows its first process showed preempted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hpml_testing import FAST, save_in_processes, verdicts_of
+
+from pytest_hpml.fixture import Hpml
+from pytest_hpml.recorder import HpmlContext
+from pytest_hpml.results import Record
+
+SWEEP = """
+import os
+
+def test_sweep(hpml):
+    made = []
+    for i in range(40):
+        if not hpml.wants(size=i):
+            continue
+        made.append(i)
+        slower = 50.0 if i == 3 and os.environ.get("SLOWER") else 1.0
+        with hpml.row(size=i) as row:
+            row.record("time", 1e-3 * (1 + i / 1000) * slower, unit="s", better="lower")
+    with open("made.txt", "a") as f:  # each process: the rows it made
+        f.write(",".join(map(str, made)) + "\\n")
+"""
+
+
+def test_a_confirmation_makes_only_the_suspected_rows(pytester: pytest.Pytester,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_sweep=SWEEP)
+    for _ in range(3):
+        pytester.runpytest(*save_in_processes(1)).assert_outcomes(passed=1)
+    made = pytester.path / "made.txt"
+    made.unlink()
+    out = pytester.path / "compare.json"
+    pytester.runpytest(*FAST, "--hpml-compare", f"--hpml-report={out}").assert_outcomes(
+        passed=1)
+    assert made.read_text().splitlines() == [",".join(map(str, range(40)))]  # none confirmed
+
+    made.unlink()
+    monkeypatch.setenv("SLOWER", "1")
+    result = pytester.runpytest(*FAST, "--hpml-compare", f"--hpml-report={out}")
+    result.assert_outcomes(failed=1)
+    # The test's own process made every row; each confirming process the suspected one.
+    assert made.read_text().splitlines() == [",".join(map(str, range(40))), "3", "3"]
+    verdicts = {rid: v["time"] for rid, v in
+                verdicts_of(json.loads(out.read_text(encoding="utf-8"))).items()}
+    slowed = verdicts.pop("test_sweep.py::test_sweep[size=3]")
+    assert slowed["outcome"] == "regressed" and slowed["processes"] == 3
+    assert {(v["outcome"], v["processes"]) for v in verdicts.values()} == {("unchanged", 1)}
+    result.stdout.fnmatch_lines(["*test_sweep[[]size=3[]] time*+4900.0%*"])
+
+
+def test_wants_names_rows_as_hpml_row_does() -> None:
+    plain = Hpml(HpmlContext(), Record("t.py::test_a", "a"))
+    assert plain.wants(size=1) and plain.wants()  # a run of its own makes every row
+    wanted = frozenset({"t.py::test_a[size=3,kind=x]", "t.py::test_b[p1-size=3]"})
+    sweep = Hpml(HpmlContext(), Record("t.py::test_a", "a"), wanted=wanted)
+    assert sweep.wants(size=3, kind="x")
+    assert not sweep.wants(size=3) and not sweep.wants(kind="x", size=3) and not sweep.wants()
+    with sweep.row(size=3, kind="x") as row:  # the id a wanted row gets is the one asked for
+        assert row._record.id in wanted
+    case = Hpml(HpmlContext(), Record("t.py::test_b[p1]", "b"), wanted=wanted)
+    assert case.wants(size=3) and not case.wants(size=4)
+    own = Hpml(HpmlContext(), Record("t.py::test_a", "a"), wanted=frozenset({"t.py::test_a"}))
+    assert own.wants() and not own.wants(size=3)
