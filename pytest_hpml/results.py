@@ -288,14 +288,15 @@ class Record:
     def may_miss(self, name: str) -> bool:
         return "*" in self.expected_missing or name in self.expected_missing
 
-    def identity(self) -> dict[str, Any]:
-        """The row without its measurements and what a comparison made of them: what a
-        baseline stores beside the metrics it merges (a 10 000-row save built every metric's
-        and verdict's dict only to drop them)."""
+    def identity(self, metrics: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The row with `metrics` (none given: an empty list) and without what a comparison
+        made of it: what a baseline stores of a row, the metrics it merges put in (a 10 000-row
+        save built every metric's and verdict's dict only to drop them)."""
         data = {
             "id": self.id,
             "experiment": self.experiment,
             "params": {k: _plain(v) for k, v in self.params.items()},
+            "metrics": [] if metrics is None else metrics,
             "order": self.order,
             "device": self.device,
             "warnings": list(self.warnings),
@@ -306,8 +307,7 @@ class Record:
         return data
 
     def to_dict(self) -> dict[str, Any]:
-        data = self.identity()
-        data["metrics"] = [m.to_dict() for m in self.metrics]
+        data = self.identity([m.to_dict() for m in self.metrics])
         if self.expected_missing:
             data["expected_missing"] = list(self.expected_missing)
         if self.replicates:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import TypeVar
 
 from pytest_hpml.compare import level_screen
 from pytest_hpml.compare.bulk import collector_paused
@@ -34,7 +33,6 @@ from pytest_hpml.compare.verdicts import Rules, judge_metric
 from pytest_hpml.report.units import conversion, format_change, format_value
 from pytest_hpml.results import Metric, Record, Replicates, Verdict
 
-T = TypeVar("T")
 #: Verdicts that fail a comparison (`missing` unless the row expects it).
 FAILING = ("regressed", "missing", "incomparable")
 

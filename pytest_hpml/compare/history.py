@@ -223,7 +223,6 @@ def extend(existing: dict[str, dict[str, Any]], records: list[Record],
         data = record.identity()  # what a comparison made of the run is not stored as such
         kept, not_numbers = measured_figures(record)
         skipped += [f"{record.id} {m.name} = {m.value}" for m in not_numbers]
-        data["metrics"] = []
         for m in kept:
             values = record.values_of(m.name).values
             if not all(math.isfinite(v) for v in values):
