@@ -93,13 +93,15 @@ class RefRun:
             environ=lambda env: reference.ref_environment(env, self.mapping, root),
             sys_path=lambda entries: self.mapping.import_path(entries, root))
 
-    def at_ref(self, item: pytest.Item, nodeids: list[str] | None = None) -> rerun.Fresh:
-        """One fresh process at REF of the test (or of `nodeids`, the test among them)."""
+    def at_ref(self, item: pytest.Item, nodeids: list[str] | None = None,
+               rows: list[Record] | None = None) -> rerun.Fresh:
+        """One fresh process at REF of the test (or of `nodeids`, the test among them); `rows`:
+        the ones it runs for (a test that asks hpml.wants makes only those)."""
         if self.mapping.moved(item.path) == str(item.path):
             return rerun.Fresh(absent={item.nodeid})  # its file is not at REF
         return self.budget.spend(lambda: rerun.run_fresh(
             self.config, nodeids or [item.nodeid], 1, self.place(),
-            what=f"its process at {self.label}"))
+            what=f"its process at {self.label}", rows=_wanted(item, rows)))
 
     def first_at_ref(self, item: pytest.Item) -> rerun.Fresh:
         """The test's first process at REF. The first test of a file to be judged has the
@@ -129,9 +131,10 @@ class RefRun:
                     stopped=found.stopped)
         return self.first.pop(item.nodeid)
 
-    def here(self, item: pytest.Item) -> rerun.Fresh:
-        """One fresh process of the test here, as a confirmation runs it."""
-        return self.budget.spend(lambda: rerun.run_fresh(self.config, [item.nodeid], 1))
+    def here(self, item: pytest.Item, rows: list[Record] | None = None) -> rerun.Fresh:
+        """One fresh process of the test here, as a confirmation runs it (`rows`: as at_ref)."""
+        return self.budget.spend(lambda: rerun.run_fresh(self.config, [item.nodeid], 1,
+                                                         rows=_wanted(item, rows)))
 
     def judge(self, item: pytest.Item, records: list[Record]) -> list[str]:
         """Fill the verdicts of the test's records against REF; returns the failing lines."""
@@ -169,7 +172,8 @@ class RefRun:
             sides = ("here", "ref") if rounds["done"] % 2 == 0 else ("ref", "here")
             rounds["done"] += 1
             for side in sides:
-                fresh = self.here(item) if side == "here" else self.at_ref(item)
+                fresh = self.here(item, pending) if side == "here" else \
+                    self.at_ref(item, rows=pending)
                 if side == "here":
                     engine.add_processes(records, fresh.records)
                 else:
@@ -195,6 +199,11 @@ class RefRun:
             records.append(row)
             lines += engine.failures(row, rules)
         return lines
+
+
+def _wanted(item: pytest.Item, rows: list[Record] | None) -> dict[str, list[str]] | None:
+    """The rows a pair's processes make of a test that asks hpml.wants (None: every row)."""
+    return None if rows is None else {item.nodeid: [r.id for r in rows]}
 
 
 def _unsettled_the_worse_way(record: Record) -> bool:

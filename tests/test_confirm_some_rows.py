@@ -5,6 +5,7 @@ each, twice a compare) to settle the 3-7 rows its first process showed preempted
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 from hpml_testing import FAST, save_in_processes, verdicts_of
@@ -69,3 +70,29 @@ def test_wants_names_rows_as_hpml_row_does() -> None:
     assert case.wants(size=3) and not case.wants(size=4)
     own = Hpml(HpmlContext(), Record("t.py::test_a", "a"), wanted=frozenset({"t.py::test_a"}))
     assert own.wants() and not own.wants(size=3)
+
+
+def test_a_pair_at_ref_makes_only_the_suspected_rows(pytester: pytest.Pytester) -> None:
+    """--hpml-compare-ref's pairs (a process here and one at REF) run for the rows the first
+    pair suspects: a sweep that asks hpml.wants makes only those, on both sides."""
+    log = pytester.path.parent / f"{pytester.path.name}-made.txt"
+    sweep = SWEEP.replace('open("made.txt", "a")', f'open({str(log)!r}, "a")')
+    pytester.makepyfile(test_sweep=sweep)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost"]
+    for step in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run([*git, *step], cwd=pytester.path, check=True, capture_output=True)
+    # Row 3 slower here only (REF's processes see the environment too: a file of this tree).
+    (pytester.path / "test_sweep.py").write_text(
+        sweep.replace('os.environ.get("SLOWER")', 'os.path.exists("slower.txt")'))
+    (pytester.path / "slower.txt").write_text("")
+    out = pytester.path / "ref.json"
+    result = pytester.runpytest(*FAST, "--hpml-compare-ref=HEAD", f"--hpml-report={out}")
+    result.assert_outcomes(failed=1)
+    every = ",".join(map(str, range(40)))
+    made = log.read_text().splitlines()
+    # Every row here and at REF (the first pair), then each pair the suspected row alone.
+    assert sorted(made[:2]) == [every, every] and made[2:] and set(made[2:]) == {"3"}, made
+    verdicts = {rid: v["time"] for rid, v in
+                verdicts_of(json.loads(out.read_text(encoding="utf-8"))).items()}
+    assert verdicts.pop("test_sweep.py::test_sweep[size=3]")["outcome"] == "regressed"
+    assert {v["outcome"] for v in verdicts.values()} == {"unchanged"}
