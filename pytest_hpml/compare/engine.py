@@ -163,7 +163,8 @@ def judge_rows(records: list[Record], stored_of: Callable[[str], dict[str, Store
     """judge() every row of `rows` (default: all of `records`) against `stored_of(row id)`,
     each test's rows that record the same metric as one family (of all its `records`).
     levels_only (a save's question: which metrics start a new level?): a metric that cannot
-    is given the screen's verdict (compare/level_screen.py), not weighed in full; the families
+    is given the screen's verdict (compare/level_screen.py), not weighed in full (the screen
+    answers as a judgement that confirms nothing would: not with can_confirm); the families
     are found only where some metric is."""
     with collector_paused():
         _judge_rows(records, records if rows is None else rows, stored_of, rules, can_confirm,
@@ -174,9 +175,10 @@ def _judge_rows(records: list[Record], rows: list[Record],
                 stored_of: Callable[[str], dict[str, Stored]], rules: Rules, can_confirm: int,
                 advice: Advice | None, said: str, levels_only: bool) -> None:
     bases = {record.id: stored_of(record.id) for record in records}
+    screened = levels_only and not can_confirm
     decided = {record.id: _screen(record, bases[record.id], rules) for record in rows} \
-        if levels_only else {}
-    weighed = not levels_only or any(
+        if screened else {}
+    weighed = not screened or any(
         m.compared and m.name in bases[r.id] and m.name not in decided[r.id]
         for r in rows for m in r.metrics)
     # A family's floor and alpha come from all its rows, screened or not, judged now or not.
