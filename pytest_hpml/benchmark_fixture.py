@@ -18,18 +18,17 @@ closure over CUDA tensors); perf_counter otherwise.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import math
 import statistics
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
 
+from pytest_hpml.compare.bulk import collector_paused
 from pytest_hpml.fixture import Hpml
 from pytest_hpml.measure.benchmark_stats import BenchmarkStats
 from pytest_hpml.measure.clocks import ClockKind, clock_for
@@ -215,7 +214,7 @@ class BenchmarkFixture:
                                                              **kwargs), (), {}
             if choice.synchronize:
                 call = _synchronized(call)
-        with self._gc_off():
+        with collector_paused(self._options.disable_gc):
             timing = self._recorder(choice).time(call, *call_args, name="time",
                                                  clock=choice.kind, **call_kwargs)
         self.stats = BenchmarkStats(timing.samples, timing.inner, self)
@@ -272,7 +271,7 @@ class BenchmarkFixture:
         if not per_round and choice.device == "cpu" and recorder.context.timing.yardstick:
             clock = YardstickClock(clock)  # rounds in one batch: the yardstick between them
         samples: list[float] = []
-        with self._gc_off():
+        with collector_paused(self._options.disable_gc):
             if not per_round:
                 call = calling(call_args, call_kwargs)
                 if warmup_rounds:
@@ -325,17 +324,6 @@ class BenchmarkFixture:
         except ValueError as exc:  # min_time beyond max_time and the like
             raise pytest.UsageError(f"{self.fullname}: @pytest.mark.benchmark: {exc}") from None
         return own.with_context(device=choice.device, timing=timing)
-
-    @contextlib.contextmanager
-    def _gc_off(self) -> Iterator[None]:
-        enabled = gc.isenabled()
-        if self._options.disable_gc:
-            gc.disable()
-        try:
-            yield
-        finally:
-            if enabled:
-                gc.enable()
 
     def table_title(self) -> str:
         """The table this row is shown in: "benchmark", then the labels of

@@ -16,11 +16,14 @@ from collections.abc import Iterator
 
 
 @contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic collector off for the block (as it was before afterwards: nested blocks, or a
-    test that turned it off, keep theirs)."""
+def collector_paused(pause: bool = True) -> Iterator[None]:
+    """The cyclic collector off for the block where `pause` (the benchmark fixture's
+    disable_gc asks), and on again afterwards where it was on before: nested blocks, or a test
+    that turned it off, keep theirs; a block that turned it off itself, where it was on, has it
+    on again."""
     enabled = gc.isenabled()
-    gc.disable()
+    if pause:
+        gc.disable()
     try:
         yield
     finally:
