@@ -4,6 +4,9 @@ failure."""
 
 from __future__ import annotations
 
+import math
+import random
+
 import pytest
 from hpml_testing import Measured, compare_metric
 
@@ -60,3 +63,23 @@ def test_every_process_in_a_mode_never_seen_is_judged_as_any_change() -> None:
     history = _t(FAST, saves=[[FAST, FAST * 1.01, FAST * 0.99]])
     assert compare_metric(_t(SLOW, [SLOW * 1.01, SLOW * 0.99]), history,
                           drift=0.0).outcome == "regressed"
+
+
+def test_values_that_could_hold_no_modes_are_one_group_by_the_full_split() -> None:
+    """could_hold_modes (split's shortcut, and the level screen's test) says no only where the
+    full cutting of the values finds one group: on random values of one to three levels, with
+    lone outliers."""
+    rng = random.Random(3)
+    told_apart = 0
+    for _ in range(3000):
+        levels = [rng.uniform(1, 3) for _ in range(rng.randint(1, 3))]
+        values = [rng.choice(levels) * math.exp(rng.gauss(0, rng.choice([0.005, 0.05, 0.2])))
+                  for _ in range(rng.randint(1, 12))]
+        if rng.random() < 0.3:
+            values.append(values[0] * rng.uniform(2, 50))  # a preempted call
+        logs = sorted(math.log(v) for v in values)
+        if not modes.could_hold_modes(values):
+            assert len(modes._split(logs)) == 1, values
+        else:
+            told_apart += len(modes._split(logs)) > 1
+    assert told_apart > 100  # not vacuous: many of the others do hold modes

@@ -8,9 +8,9 @@ tails, the machine's moves; about 70 us a row of Python, most of a 10 000-row sa
 Most rows need none of it to be answered, and this screen answers for them, exactly as the
 judgement would:
 
-- a metric whose values cannot hold modes (no gap of MODE_GAP with two values or more on
-  each side, so modes.split finds one group) and whose every series (as measured, relative to the
-  yardstick, to the compute pace) changed within the tolerance is `unchanged`;
+- a metric whose values cannot hold modes (modes.could_hold_modes: split finds one group)
+  and whose every series (as measured, relative to the yardstick, to the compute pace)
+  changed within the tolerance is `unchanged`;
 - one whose values as measured are its only series, and whose change lies within a floor of
   the detectable change, is `ambiguous`: the floor is what the normal quantile at the run's
   alpha gives on the metric's own spread between processes and drift, and the judgement's
@@ -30,8 +30,8 @@ import math
 import statistics
 from statistics import NormalDist
 
+from pytest_hpml.compare import modes
 from pytest_hpml.compare.evidence import series
-from pytest_hpml.compare.modes import MODE_GAP
 from pytest_hpml.compare.noise import SPEED_UNITS, estimate, pct
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import Rules, relative_change
@@ -47,13 +47,9 @@ def screened(current: Metric, now: Replicates, base: Stored, rules: Rules) -> Ve
     if current.exact or base.exact or base.seeded_from or not current.compared:
         return None
     everything = [*base.runs, *now.values]
-    if not all(v > 0 and math.isfinite(v) for v in everything):
-        return None
-    everything.sort()
-    if len(everything) >= 4 and math.log(everything[-2] / everything[1]) >= MODE_GAP:
-        # Modes could be found (a gap of MODE_GAP with two values or more on each side: a
-        # mode is seen in two processes at least), and are judged from, not as measured.
-        return None
+    if not all(v > 0 and math.isfinite(v) for v in everything) or \
+            modes.could_hold_modes(everything):
+        return None  # modes are judged from, not as measured
     found = series(now, base)
     changes = [relative_change(statistics.median(e.history), statistics.median(e.now))
                for e in found if e.history and e.now]
@@ -61,11 +57,14 @@ def screened(current: Metric, now: Replicates, base: Stored, rules: Rules) -> Ve
         return None
     tol = rules.tolerance_of(current, base)
     raw = changes[0]
-    verdict = Verdict("unchanged", unit=current.unit, baseline=base.reference,
-                      current=now.value, change=raw, processes=len(now.values),
-                      accepted=base.last_accepted())
+
+    def said(outcome: str, what: str) -> Verdict:
+        return Verdict(outcome, current.unit, base.reference, now.value, raw,
+                       basis=f"{what}; {SCREENED}", processes=len(now.values),
+                       accepted=base.last_accepted())
+
     if all(abs(c) <= tol for c in changes):
-        return _said(verdict, f"within the {pct(tol)} tolerance")
+        return said("unchanged", f"within the {pct(tol)} tolerance")
     if len(found) > 1 or raw <= -1:
         return None  # which series the verdict rests on takes the judgement
     e = found[0]
@@ -77,14 +76,5 @@ def screened(current: Metric, now: Replicates, base: Stored, rules: Rules) -> Ve
     floor = max(tol, math.expm1(NormalDist().inv_cdf(1 - rules.alpha) * math.sqrt(variance)))
     if abs(math.log1p(raw)) > math.log1p(floor):
         return None
-    return _said(Verdict("ambiguous", unit=verdict.unit, baseline=verdict.baseline,
-                         current=verdict.current, change=raw, processes=verdict.processes,
-                         accepted=verdict.accepted),
-                 f"{raw:+.1%}, within the {pct(floor)} this machine's spread lets no change "
-                 "below be caught")
-
-
-def _said(verdict: Verdict, what: str) -> Verdict:
-    return Verdict(verdict.outcome, verdict.unit, verdict.baseline, verdict.current,
-                   verdict.change, basis=f"{what}; {SCREENED}", processes=verdict.processes,
-                   accepted=verdict.accepted)
+    return said("ambiguous", f"{raw:+.1%}, within the {pct(floor)} this machine's spread lets "
+                             "no change below be caught")

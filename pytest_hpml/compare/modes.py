@@ -43,9 +43,22 @@ def split(values: list[float]) -> list[list[float]]:
     """`values` in groups of one mode each, lowest first (in logs); one group where there are
     no clear modes, or fewer than three values."""
     logs = _logs(values)
-    if len(logs) < 3:
+    if not _could_part(logs):
         return [logs] if logs else []
     return _split(logs)
+
+
+def could_hold_modes(values: list[float]) -> bool:
+    """Whether split could find two modes or more in `values`: a cheap test of their extremes,
+    which the level screen asks before it judges a metric as measured."""
+    return _could_part(_logs(values))
+
+
+def _could_part(logs: list[float]) -> bool:
+    """Whether the sorted logs hold a gap of MODE_GAP with two values or more on each side:
+    split's cuts lie only there (a mode is seen in two processes at least, and a cut beside a
+    lone value is dropped), so without one the logs are one group."""
+    return len(logs) >= 4 and logs[-2] - logs[1] >= MODE_GAP
 
 
 def _split(logs: list[float]) -> list[list[float]]:
