@@ -101,7 +101,7 @@ class RefRun:
             return rerun.Fresh(absent={item.nodeid})  # its file is not at REF
         return self.budget.spend(lambda: rerun.run_fresh(
             self.config, nodeids or [item.nodeid], 1, self.place(),
-            what=f"its process at {self.label}", rows=_wanted(item, rows)))
+            what=f"its process at {self.label}", rows=rows))
 
     def first_at_ref(self, item: pytest.Item) -> rerun.Fresh:
         """The test's first process at REF. The first test of a file to be judged has the
@@ -134,7 +134,7 @@ class RefRun:
     def here(self, item: pytest.Item, rows: list[Record] | None = None) -> rerun.Fresh:
         """One fresh process of the test here, as a confirmation runs it (`rows`: as at_ref)."""
         return self.budget.spend(lambda: rerun.run_fresh(self.config, [item.nodeid], 1,
-                                                         rows=_wanted(item, rows)))
+                                                         rows=rows))
 
     def judge(self, item: pytest.Item, records: list[Record]) -> list[str]:
         """Fill the verdicts of the test's records against REF; returns the failing lines."""
@@ -199,11 +199,6 @@ class RefRun:
             records.append(row)
             lines += engine.failures(row, rules)
         return lines
-
-
-def _wanted(item: pytest.Item, rows: list[Record] | None) -> dict[str, list[str]] | None:
-    """The rows a pair's processes make of a test that asks hpml.wants (None: every row)."""
-    return None if rows is None else {item.nodeid: [r.id for r in rows]}
 
 
 def _unsettled_the_worse_way(record: Record) -> bool:

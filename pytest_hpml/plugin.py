@@ -20,7 +20,10 @@ pytest_plugins = [
     # rewritten) as a plugin, not as a module benchmark happened to import
     "pytest_hpml.benchmark_options",  # pytest-benchmark's options where it is not active
     "pytest_hpml.benchmark",  # pytest-benchmark's benchmark fixture where it is not active
-    "pytest_hpml.rerun",  # fresh processes of the run's tests, and being one
+    # fresh_process before rerun, which imports it: registered first, it is imported (and its
+    # asserts rewritten) as a plugin
+    "pytest_hpml.fresh_process",  # being a fresh process of another run (--hpml-rerun)
+    "pytest_hpml.rerun",  # fresh processes of the run's tests
     "pytest_hpml.judging",  # the rules every comparison holds a change to
     "pytest_hpml.stored_baseline",  # --hpml-compare: the stored baseline, read once
     "pytest_hpml.saving",  # --hpml-save-baseline: a run merged into it

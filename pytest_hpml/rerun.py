@@ -6,10 +6,10 @@ measures them at a git ref. The noise that fools a comparison lives between proc
 A fresh process runs the invocation's own pytest command (the command line as given; pytest
 applies the ini file's addopts and PYTEST_ADDOPTS again itself), in the invocation's folder,
 so that plugins (-p), ini overrides (-o), the configuration file (-c), --rootdir, conftest
-options and relative paths mean what they meant, plus one option of this module,
+options and relative paths mean what they meant, plus one option (pytest_hpml.fresh_process),
 --hpml-rerun=SPEC: a JSON file naming the node ids to run (and the rows a test needs, where a
 confirmation needs some: hpml.wants), the size profile the run chose, and where to write what
-the process measured. In the fresh process this module then
+the process measured. In the fresh process pytest_hpml.fresh_process then
 
 - puts the outer run's own options back to their defaults before any plugin configures
   itself: the plugin's outputs, comparison and save (each declares so where it is declared:
@@ -40,24 +40,17 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pytest_hpml import plugin
 from pytest_hpml.distributed import job
+from pytest_hpml.fresh_process import last_lines
 from pytest_hpml.machine import forkserver
 from pytest_hpml.progress import FreshProgress
 from pytest_hpml.results import Record
 from pytest_hpml.selection import profile_of
-from pytest_hpml.session import (
-    OUTER_RUN_ONLY,
-    PYTEST_OUTER_RUN_ONLY,
-    add_option,
-    is_controller,
-    run_of,
-    xdist_workers,
-)
+from pytest_hpml.session import is_controller, xdist_workers
 
 
 @dataclass
@@ -117,22 +110,21 @@ def arguments(config: pytest.Config, spec: Path, folder: Path) -> list[str]:
     return [*args, "-W", "ignore::pytest.PytestAssertRewriteWarning"]
 
 
-def _tail(output: str) -> str:
-    return " | ".join(output.strip().splitlines()[-3:])
-
-
 def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
               place: Place | None = None, what: str = "fresh process",
               deadline: float | None = None, together: bool = True,
-              rows: dict[str, list[str]] | None = None) -> Fresh:
+              rows: Iterable[Record] | None = None) -> Fresh:
     """Run the tests `nodeids` in `processes` fresh processes, one after the other, and gather
-    what they measured (`rows`: the row ids a test needs, by node id, for hpml.wants). At
+    what they measured (`rows`: the ones they run for, where not all: hpml.wants). At
     `deadline` (time.monotonic()), a process still running is stopped as Ctrl-C stops a run,
     and what its finished tests measured counts (a budget, not a failure). Under a torchrun or
     srun job each fresh process is a job of the same shape, one on every rank (FRESH_JOB;
     together=False: this rank's part of one)."""
     place = place or Place()
     nodeids = list(nodeids)
+    wanted: dict[str, list[str]] = {}  # row ids by the test that makes them
+    for row in rows or ():
+        wanted.setdefault(row.test, []).append(row.id)
     found = Fresh()
     progress = FreshProgress(config, what, nodeids, processes, deadline)
     with tempfile.TemporaryDirectory(prefix="hpml-fresh-") as name:
@@ -142,7 +134,7 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
             result = folder / f"result-{i}.json"
             spec = folder / f"spec-{i}.json"
             spec.write_text(json.dumps({"nodeids": nodeids, "result": str(result), "profile":
-                                        profile_of(config), "rows": rows or {}}), "utf-8")
+                                        profile_of(config), "rows": wanted}), "utf-8")
             args = [place.move(a) for a in arguments(config, spec, folder)]
             fresh_job = config.stash.get(FRESH_JOB, None) if together else None
             with fresh_job(nodeids) if fresh_job else contextlib.nullcontext({}) as variables:
@@ -155,7 +147,7 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
                 if deadline is not None and time.monotonic() >= deadline:
                     found.stopped = True  # the budget ran out before it finished a test
                     continue
-                found.broken = f"{what} exited {code} before running a test: {_tail(output)}"
+                found.broken = f"{what} exited {code} before running a test: {last_lines(output)}"
                 found.problems.append(found.broken)
                 continue
             document = json.loads(result.read_text("utf-8"), parse_constant=lambda _: None)
@@ -163,7 +155,7 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
             stopped = deadline is not None and code != 0 and document["interrupted"]
             failed = {n for n, outcome in document["outcomes"].items()
                       if outcome == "failed" and not stopped}
-            found.problems += [f"{n}: {what} {i + 1} failed: {_tail(output)}"
+            found.problems += [f"{n}: {what} {i + 1} failed: {last_lines(output)}"
                                for n in sorted(failed)]
             found.problems += [f"{what} {i + 1}: {e}" for e in document["errors"]]
             found.records.append([r for r in map(Record.from_dict, document["records"])
@@ -312,89 +304,3 @@ def pytest_testnodedown(node: object, error: object) -> None:
     config = getattr(node, "config", None)  # the controller's (xdist's WorkerController)
     if config is not None and (getattr(node, "workeroutput", None) or {}).get(WORKER_TORCH):
         config.stash[_WORKERS_IMPORT_TORCH] = True
-
-
-# -- in the fresh process ---------------------------------------------------------------------
-
-class FreshProcess:
-    """This process is a fresh process of another run: what it runs and what it gives back."""
-
-    def __init__(self, config: pytest.Config, spec: dict[str, Any]) -> None:
-        self.config = config
-        self.order: list[str] = list(spec["nodeids"])
-        self.nodeids: set[str] = set(self.order)
-        self.result = Path(spec["result"])
-        self.files = {config.rootpath / n.split("::", 1)[0] for n in self.nodeids}
-        self.collected: list[str] = []
-        self.outcomes: dict[str, str] = {}
-        self.errors: list[str] = []
-
-    def wanted(self, path: Path) -> bool:
-        return any(path == f or path in f.parents for f in self.files)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config,
-                                      items: list[pytest.Item]) -> None:
-        keep = [i for i in items if i.nodeid in self.nodeids]
-        rest = [i for i in items if i.nodeid not in self.nodeids]
-        if rest:
-            config.hook.pytest_deselected(items=rest)
-        # The files in the order the spec asks for them (its first tests are those that matter
-        # most, should the process be stopped at a budget), each file's tests in collection
-        # order, so that a module's fixtures are set up once.
-        first = {}
-        for index, nodeid in enumerate(self.order):
-            first.setdefault(nodeid.split("::", 1)[0], index)
-        keep.sort(key=lambda i: first.get(i.nodeid.split("::", 1)[0], len(first)))
-        items[:] = keep
-        self.collected = [i.nodeid for i in keep]
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self.errors.append(f"{report.nodeid or 'collection'}: "
-                               + _tail(str(report.longrepr)))
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.failed or report.when == "call" or report.skipped:
-            before = self.outcomes.get(report.nodeid)
-            if before != "failed":
-                self.outcomes[report.nodeid] = report.outcome
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        document = {"records": [r.to_dict() for r in run_of(self.config).records],
-                    "collected": self.collected, "outcomes": self.outcomes, "errors": self.errors,
-                    "interrupted": session.exitstatus == pytest.ExitCode.INTERRUPTED}
-        self.result.write_text(json.dumps(document), "utf-8")  # NaN, inf: run_fresh reads null
-
-
-FRESH_KEY = pytest.StashKey[FreshProcess]()
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    add_option(parser, "--hpml-rerun", rerun=False, metavar="SPEC", default=None,
-               help="internal: a fresh process of another run (SPEC: its node ids, rows, "
-                    "profile, result file); set by pytest-hpml itself")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
-    spec_path = config.option.hpml_rerun
-    if not spec_path:
-        return
-    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
-    # Before any plugin configures itself from them: the outer run's options are its own.
-    for dest, default in {**PYTEST_OUTER_RUN_ONLY, **OUTER_RUN_ONLY}.items():
-        if hasattr(config.option, dest):
-            setattr(config.option, dest, default)
-    config.option.hpml_profile = spec["profile"]
-    run_of(config).rows_wanted = {n: frozenset(ids) for n, ids in spec.get("rows", {}).items()}
-    fresh = config.stash[FRESH_KEY] = FreshProcess(config, spec)
-    config.pluginmanager.register(fresh, f"hpml-fresh-{id(config)}")
-
-
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    fresh = config.stash.get(FRESH_KEY, None)
-    if fresh is None or fresh.wanted(collection_path):
-        return None  # pytest and other plugins decide
-    return True

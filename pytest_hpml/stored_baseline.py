@@ -161,8 +161,7 @@ class BaselineRun:
         """Run the test in `processes` fresh processes and fold what they measured into its
         records (engine.add_processes); `rows`: the ones it runs for (a test that asks
         hpml.wants makes only those)."""
-        wanted = {item.nodeid: [r.id for r in rows]} if rows is not None else None
-        fresh = rerun.run_fresh(item.config, [item.nodeid], processes, what=why, rows=wanted)
+        fresh = rerun.run_fresh(item.config, [item.nodeid], processes, what=why, rows=rows)
         self.new_rerun_failures += [f"{item.nodeid}: {p}" for p in fresh.problems]
         engine.add_processes(records, fresh.records)
         for record in records:
