@@ -61,9 +61,13 @@ def float_stdev(values: Sequence[float], population: bool = False) -> float:
     n = len(values)
     if n < (1 if population else 2):
         return 0.0
-    mean = math.fsum(values) / n
-    squares = math.fsum([(v - mean) * (v - mean) for v in values])
-    return math.sqrt(squares / (n if population else n - 1))
+    return math.sqrt(_squares(values) / (n if population else n - 1))
+
+
+def _squares(values: Sequence[float]) -> float:
+    """The sum of squared deviations of floats from their mean, both sums exactly rounded."""
+    mean = math.fsum(values) / len(values)
+    return math.fsum([(v - mean) * (v - mean) for v in values])
 
 
 def squares_within(groups: Iterable[Sequence[float]]) -> tuple[float, int]:
@@ -71,11 +75,9 @@ def squares_within(groups: Iterable[Sequence[float]]) -> tuple[float, int]:
     more, and its degrees of freedom: what a pooled variance divides (squares / dof)."""
     squares, dof = 0.0, 0
     for group in groups:
-        n = len(group)
-        if n >= 2:  # float_stdev's sums, without its square root squared again
-            mean = math.fsum(group) / n
-            squares += math.fsum([(v - mean) * (v - mean) for v in group])
-            dof += n - 1
+        if len(group) >= 2:  # float_stdev's sums, without its square root squared again
+            squares += _squares(group)
+            dof += len(group) - 1
     return squares, dof
 
 
