@@ -7,6 +7,7 @@ damaged file stops the run at once, naming the file, instead of after hours of G
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,12 @@ class StoredBaseline(engine.Source):
 
     def stored(self, record_id: str) -> dict[str, Stored]:
         return self.baseline.metrics_for(record_id) if self.baseline else {}
+
+
+#: Rows of a test whose judgement (about 50 us a row) hides a good part of the forkserver's
+#: start (about 0.25 s) when it runs beside it; a test of fewer rows would wait for most of a
+#: start its confirmation may never need.
+FORKSERVER_BESIDE_ROWS = 2000
 
 
 class BaselineRun:
@@ -176,19 +183,22 @@ class BaselineRun:
         the change, and no more once one brings it back within the tolerance (a suspicion the
         next process dispels costs one)."""
         rules = self.source.rules(self.rules)
+        memo: engine.FamilyMemo = {}
 
         def judge_all(left: int, rows: list[Record]) -> None:
             engine.judge_rows(records, self.source.stored, rules, left, self.source.advice,
-                              rows=rows)
+                              rows=rows, memo=memo)
 
         # A fresh process measures every row of the test (each row gets its values, not only
         # the suspected ones: a sweep's rows pool their spread, and rows picked for an extreme
         # first value would show it alone), but those of a test that asks hpml.wants; the
         # suspected ones are judged again.
-        settling.settle(records, judge_all, settling.suspected,
-                      lambda pending: self.measure_again(item, records, 1, "confirmation",
-                                                         pending),
-                      self.confirm if may_confirm else 0)
+        rounds = self.confirm if may_confirm else 0
+        beside = rounds and len(records) >= FORKSERVER_BESIDE_ROWS
+        with rerun.forkserver_beside(item.config) if beside else contextlib.nullcontext():
+            settling.settle(records, judge_all, settling.suspected,
+                            lambda pending: self.measure_again(item, records, 1, "confirmation",
+                                                               pending), rounds)
         lines = [line for r in records for line in engine.failures(r, rules)]
         return lines + self.vanished_rows(item, records)
 
