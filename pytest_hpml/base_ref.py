@@ -162,10 +162,11 @@ class RefRun:
             record.warnings += first.problems
         rules = source.rules(rules_of(self.config))
         rounds = {"done": 0}
+        memo: engine.FamilyMemo = {}
 
         def judge_all(left: int, rows: list[Record]) -> None:
             engine.judge_rows(records, source.stored, rules, 0, source.advice, source.label,
-                              rows=rows)
+                              rows=rows, memo=memo)
 
         def measure_pair(pending: list[Record]) -> None:
             # Alternate which side goes first, so neither always follows the other.

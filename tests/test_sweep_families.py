@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import math
+import random
 
 import pytest
 from hpml_testing import FAST, save_in_processes, verdicts_of
 
+from pytest_hpml.compare import engine, families
 from pytest_hpml.compare.families import MIN_POOLED_ROWS, Family, Spread, pooled_spread
 from pytest_hpml.compare.noise import Noise
+from pytest_hpml.compare.stored import Stored
+from pytest_hpml.results import Metric, Record
 
 #: A sweep of single calls on a machine of two speeds: each row of each process lands in the
 #: fast speed or the 50 % slower one by chance, a new draw in every process (the rows of the
@@ -115,3 +119,32 @@ def test_a_family_only_ever_raises_a_rows_noise() -> None:
     noisy = Noise(between=0.9, dof=4, within=0.0, drift=0.05, runs_now=3, runs_before=3)
     assert family.floor(noisy, "").between == 0.9  # its own spread, larger, is kept
     assert family.floor(quiet, "relative to the machine's yardstick") is quiet
+
+
+def test_a_comparison_finds_its_families_again_from_the_rows_a_round_measured(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A comparison judges again after each round of confirmation; the rows' shares of their
+    family are kept (engine.FamilyMemo) and taken again only for the rows whose values the
+    round changed: the families found are those found from scratch."""
+    rng = random.Random(3)
+    records, bases = [], {}
+    for i in range(2 * MIN_POOLED_ROWS):
+        history = [math.exp(rng.gauss(0, 0.05)) for _ in range(6)]
+        record = Record(f"t[size={i}]", "sweep", test="t", metrics=[
+            Metric("time", math.exp(rng.gauss(0, 0.05)), "s", "lower")])
+        records.append(record)
+        bases[record.id] = {"time": Stored("time", history[-1], "s", "lower", history=history,
+                                           history_saves=[2, 2, 2])}
+    memo: engine.FamilyMemo = {}
+    first = engine.families(records, bases, memo)
+    assert first == engine.families(records, bases)
+    taken = []
+    real = families.row_share
+    monkeypatch.setattr(engine, "row_share", lambda *a: taken.append(a) or real(*a))
+    for record in records[:3]:  # a round of confirmation measured three rows, 3x slower
+        fresh = [Metric("time", 3 * record.metrics[0].value, "s", "lower")]
+        record.replicates["time"] = engine.merge(record.values_of("time"), fresh)
+    again = engine.families(records, bases, memo)
+    assert len(taken) == 3  # only the rows the round measured
+    monkeypatch.setattr(engine, "row_share", real)
+    assert again == engine.families(records, bases) != first

@@ -135,8 +135,25 @@ class Family:
                        blind=verdict.blind or said)
 
 
+#: What one row adds to its family for one series: the sum of squares of ln(value) between
+#: its processes within each occasion, their degrees of freedom, and its change (row_change).
+RowShare = tuple[float, int, float | None]
+
+
+def row_share(history: list[float], saves: list[int] | None, now: list[float]) -> RowShare:
+    """One row's share of its family's spread (its series as RowSeries gives it)."""
+    squares, dof = squares_within((*(logs(g) for g in occasions(history, saves)), logs(now)))
+    return squares, dof, row_change(history, now)
+
+
 def pooled_spread(rows: list[RowSeries]) -> Spread | None:
-    """What the rows show together; None for fewer than MIN_POOLED_ROWS rows that show it.
+    """What the rows show together (pooled, from each row's series)."""
+    return pooled([row_share(*row) for row in rows])
+
+
+def pooled(shares: list[RowShare]) -> Spread | None:
+    """What the rows show together, from each row's share; None for fewer than
+    MIN_POOLED_ROWS rows that show it.
 
     Robust to the rows a preempted call blew up (a single call's value moves by 100x when the
     scheduler takes its core): the median of the rows' spreads between processes, scaled to a
@@ -144,13 +161,10 @@ def pooled_spread(rows: list[RowSeries]) -> Spread | None:
     median change (a median distance would miss a machine of two speeds, where most rows change
     by nothing and a quarter by 50 %)."""
     variances, dofs, changes = [], [], []
-    for history, saves, now in rows:
-        squares, dof = squares_within((*(logs(g) for g in occasions(history, saves)),
-                                       logs(now)))
+    for squares, dof, change in shares:
         if dof:
             variances.append(squares / dof)
             dofs.append(dof)
-        change = row_change(history, now)
         if change is not None:
             changes.append(change)
     between, total_dof = None, 0
