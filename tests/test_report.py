@@ -196,3 +196,25 @@ def test_a_change_relative_to_the_yardstick_is_marked_and_explained() -> None:
 def test_markdown_rendering() -> None:
     text = render([Table("T", ["a", "b [ms]"], [["1", "2.000"]])], "github")
     assert text.startswith("## T\n\n| a ")
+
+
+def test_a_sweeps_verdict_lines_put_in_words_only_the_rows_they_show(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_hpml.report import verdict_lines
+
+    records = []
+    for i in range(200):
+        record = Record(f"t.py::t[size={i}]", "t.py::t", params={"size": i},
+                        order=["t.py", 0, 0, i], metrics=[Metric("time", 2.0, "s", "lower")])
+        record.verdicts = {"time": Verdict("ambiguous", "s", 1.0, 2.0, 1.0)}
+        records.append(record)
+    records[150].verdicts = {"time": Verdict("regressed", "s", 1.0, 3.0, 2.0)}
+    said = []
+    real = verdict_lines.comparison_row
+    monkeypatch.setattr(verdict_lines, "comparison_row", lambda *a: said.append(a) or real(*a))
+    lines = verdict_lines.verdict_lines(records)
+    assert lines == [
+        "regressed: t[size=150] time: 1.000 s -> 3.000 s (+200.0%)",
+        *(f"ambiguous: t[size={i}] time: 1.000 s -> 2.000 s (+100.0%)" for i in range(4)),
+        "ambiguous: t time: 195 more rows of the test too (the report lists each)"]
+    assert len(said) == 5  # the lines shown, not the 200 rows

@@ -18,7 +18,7 @@ from pytest_hpml.report.units import (
     format_value,
     scale_for,
 )
-from pytest_hpml.results import Metric, Record
+from pytest_hpml.results import Metric, Record, Verdict
 
 
 @dataclass
@@ -234,26 +234,32 @@ def comparison_rows(records: list[Record]) -> list[list[str]]:
     """One row per judged metric: experiment, params, metric, baseline (the value the verdict
     measured the change from), current (the value the verdict rests on: the median of this
     run's processes), change, verdict, detectable."""
-    rows = []
-    for r in sorted(records, key=lambda r: _sortable(r.order)):
-        for name, v in r.verdicts.items():
-            shown_at = v.baseline if v.baseline is not None else v.current
-            factor, shown = scale_for(v.unit, shown_at if shown_at is not None else 0.0)
-            rows.append([
-                r.experiment.rsplit("::", 1)[-1],
-                _params(r),
-                name,
-                "" if v.baseline is None
-                else f"{format_number(v.baseline / factor, v.unit)} {shown}".strip(),
-                "" if v.outcome == "missing" or v.current is None
-                else f"{format_number(v.current / factor, v.unit)} {shown}".strip(),
-                "" if v.change is None
-                else f"{v.change:+.1%}{YARDSTICK_MARK if v.relative else ''}",
-                v.outcome,
-                "" if v.mdc is None else format_detectable(v.mdc)
-                + (" (blind)" if v.blind else ""),
-            ])
-    return rows
+    return [comparison_row(r, name, v) for r in in_table_order(records)
+            for name, v in r.verdicts.items()]
+
+
+def in_table_order(records: list[Record]) -> list[Record]:
+    """The rows in the order the comparison table lists them."""
+    return sorted(records, key=lambda r: _sortable(r.order))
+
+
+def comparison_row(r: Record, name: str, v: Verdict) -> list[str]:
+    """The comparison table's row of one judged metric (comparison_rows)."""
+    shown_at = v.baseline if v.baseline is not None else v.current
+    factor, shown = scale_for(v.unit, shown_at if shown_at is not None else 0.0)
+    return [
+        r.experiment.rsplit("::", 1)[-1],
+        _params(r),
+        name,
+        "" if v.baseline is None
+        else f"{format_number(v.baseline / factor, v.unit)} {shown}".strip(),
+        "" if v.outcome == "missing" or v.current is None
+        else f"{format_number(v.current / factor, v.unit)} {shown}".strip(),
+        "" if v.change is None
+        else f"{v.change:+.1%}{YARDSTICK_MARK if v.relative else ''}",
+        v.outcome,
+        "" if v.mdc is None else format_detectable(v.mdc) + (" (blind)" if v.blind else ""),
+    ]
 
 
 def blind_key(record: Record, name: str) -> tuple[str, str, str]:
