@@ -115,8 +115,10 @@ def test_the_fixture_records_each_series_as_a_metric_with_samples(
 
         def test_busy(hpml):
             with hpml.sample_utilization(interval=0.02) as sampler:
-                end = time.perf_counter() + 0.3
-                while time.perf_counter() < end:  # one core busy
+                # One core busy until the sampler has taken 3 samples: on a loaded machine its
+                # thread may get fewer than 0.3 s would give it (2 of 3 runs under xdist).
+                end = time.perf_counter() + 30
+                while len(sampler.times) < 3 and time.perf_counter() < end:
                     pass
             assert len(sampler.times) >= 3
         """
