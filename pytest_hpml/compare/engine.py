@@ -123,6 +123,11 @@ def _same_quantity(current: Metric, base: Stored) -> tuple[Stored | None, Verdic
         f"the baseline's values converted from {base.unit} to {current.unit}")
 
 
+def _noted(verdict: Verdict | None, note: str) -> Verdict | None:
+    """The verdict with what the evidence's conversion was (`note`), where there was one."""
+    return replace(verdict, basis=f"{verdict.basis}; {note}") if verdict and note else verdict
+
+
 #: A test's families, by (test, metric name).
 Families = dict[tuple[str, str], Family]
 #: Each row's shares of its families (by series label), by (row id, metric name), with the
@@ -218,10 +223,8 @@ def _screen(record: Record, base: dict[str, Stored], rules: Rules) -> dict[str, 
         if old is None or not m.compared:
             continue
         converted, refused, note = _same_quantity(m, old)
-        verdict = refused or level_screen.screened(m, record.values_of(m.name), converted,
-                                                   rules)  # type: ignore[arg-type]
-        if verdict is not None and note and refused is None:
-            verdict = replace(verdict, basis=f"{verdict.basis}; {note}")
+        verdict = refused or _noted(level_screen.screened(
+            m, record.values_of(m.name), converted, rules), note)  # type: ignore[arg-type]
         if verdict is not None:
             decided[m.name] = verdict
     return decided
@@ -256,11 +259,8 @@ def judge(record: Record, base: dict[str, Stored], rules: Rules, can_confirm: in
             verdicts[m.name] = refused
             continue
         family = families.get((record.test or record.id, m.name)) if families else None
-        verdict = judge_metric(m, record.values_of(m.name), converted, rules, can_confirm,
-                               advice, family)
-        if verdict is not None and note:
-            verdict = replace(verdict, basis=f"{verdict.basis}; {note}")
-        verdicts[m.name] = verdict
+        verdicts[m.name] = _noted(judge_metric(m, record.values_of(m.name), converted, rules,
+                                               can_confirm, advice, family), note)
     _follow_timings(record, verdicts)
     for name, old in base.items():
         if record.metric(name) is None:
