@@ -30,10 +30,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Gener
         said = progress.take(item.config)  # an xdist worker's slow fresh processes
         if said:
             report.hpml_progress = said
-        if records:
+        if records and hasattr(item.config, "workerinput"):
             # Judged before they are serialized: the verdicts travel with the records.
             report.hpml_records = [r.to_dict() for r in records]
+        elif records and writes_outputs(item.config):
+            # This process collects them: handed over as they are (a 10 000-row sweep's
+            # records and verdicts took 0.2 s to write out and read back), beside the report,
+            # not on it, as a report-log plugin writes the report's attributes as JSON.
+            item.config.stash.setdefault(_JUDGED, {})[report.nodeid] = records
     return report
+
+
+#: The judged records of the call report just made, by node id, in a process that collects
+#: them itself (no xdist worker between): taken by RecordCollector as the report is logged.
+_JUDGED = pytest.StashKey[dict[str, list[Record]]]()
 
 
 def _readable(records: list[Record], report: pytest.TestReport) -> list[Record]:
@@ -56,18 +66,18 @@ class RecordCollector:
     """Gathers records from call reports: local ones, or the workers' ones under xdist; and
     which tests did not pass, whose rows are never saved."""
 
-    def __init__(self, run: HpmlRun) -> None:
+    def __init__(self, run: HpmlRun, config: pytest.Config) -> None:
         self.run = run
+        self.config = config
         self.ids_of: dict[str, list[str]] = {}  # test nodeid -> the ids of its records
         self.made_by: dict[str, str] = {}  # record id -> the test that made it
 
     @pytest.hookimpl(tryfirst=True)  # the outcome is settled before the terminal counts it
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        data = getattr(report, "hpml_records", None)
         if report.when == "call":
             self.run.ran += 1
-        if data and report.when == "call":
-            records = [Record.from_dict(d) for d in data]
+        records = self._records_of(report) if report.when == "call" else None
+        if records:
             self._refuse_shared_ids(report, records)
             self.run.records.extend(records)
             self.ids_of[report.nodeid] = [r.id for r in records]
@@ -79,6 +89,15 @@ class RecordCollector:
             # A fixture that fails in teardown: the test did not pass.
             self.run.failed_ids.update(self.ids_of.get(report.nodeid, []))
 
+
+    def _records_of(self, report: pytest.TestReport) -> list[Record] | None:
+        """The records of a call report: handed over in this process, or as data on the
+        report of an xdist worker."""
+        here = self.config.stash.get(_JUDGED, {}).pop(report.nodeid, None)
+        if here is not None:
+            return here
+        data = getattr(report, "hpml_records", None)
+        return [Record.from_dict(d) for d in data] if data else None
 
     def _refuse_shared_ids(self, report: pytest.TestReport, records: list[Record]) -> None:
         """Two tests that make one record id (case "p" with hpml.row(x=1) and case "p-x=1"
@@ -99,5 +118,5 @@ class RecordCollector:
 
 def pytest_configure(config: pytest.Config) -> None:
     if writes_outputs(config):
-        config.pluginmanager.register(RecordCollector(run_of(config)),
+        config.pluginmanager.register(RecordCollector(run_of(config), config),
                                       f"hpml-records-{id(config)}")
