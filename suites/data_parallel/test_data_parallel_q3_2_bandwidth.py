@@ -60,13 +60,21 @@ def test_allreduce_sweep(hpml, device, workers, lab):
             row.record("time", t, unit="s", better="lower")
             row.record("algbw", algbw(size, t), unit="B/s", better="higher")
             row.record("busbw", busbw(size, t, workers), unit="B/s", better="higher")
-    link_bandwidth, latency = fit_ring_model(sizes, seconds, workers)
     hpml.record("peak_busbw", max(busbw(s, t, workers) for s, t in zip(sizes, seconds,
                                                                          strict=True)),
                 unit="B/s", better="higher")
-    hpml.record("ring_bandwidth", link_bandwidth, unit="B/s", better="higher",
-                note="ring_bandwidth, ring_latency: Patarasuk-Yuan's T(S) fitted to the sweep")
-    hpml.record("ring_latency", latency, unit="s", better="lower")
+    try:
+        link_bandwidth, latency = fit_ring_model(sizes, seconds, workers)
+    except ValueError as exc:
+        # A finding, not a crash: CPU ranks on a loaded machine (make test beside a busy core)
+        # were preempted in some sizes, and the weighted fit found no time growing with size.
+        hpml.annotate("peak_busbw", f"ring model not fitted to this sweep: {exc}")
+        hpml.expect_missing("ring_bandwidth", "ring_latency")
+    else:
+        hpml.record("ring_bandwidth", link_bandwidth, unit="B/s", better="higher",
+                    note="ring_bandwidth, ring_latency: Patarasuk-Yuan's T(S) fitted to the "
+                         "sweep")
+        hpml.record("ring_latency", latency, unit="s", better="lower")
     if lab.device == "cpu":
         hpml.annotate("peak_busbw", f"CPU ranks: gloo over TCP on the loopback interface of "
                       f"one machine, no network card; sweep capped at {sizes[-1] // 2**20} MB")
