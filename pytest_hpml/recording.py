@@ -1,9 +1,10 @@
 """The records' way from a test to the files (a pytest plugin module): when a test's call
 report is made, the records its `hpml` fixture (pytest_hpml.fixture) made are judged (the
-pytest_hpml_judge hook: the comparisons fill verdicts) and put on the report as plain data
-(report.hpml_records); pytest-xdist serializes it to the controller with the report, so the
-controller alone gathers every record and writes every file, whether the tests ran in it or
-in workers.
+pytest_hpml_judge hook: the comparisons fill verdicts). In an xdist worker they are put on the
+report as plain data (report.hpml_records), which pytest-xdist serializes to the controller
+with the report; in the process that writes the files they are handed over as they are, beside
+the report. Either way the controller alone gathers every record and writes every file,
+whether the tests ran in it or in workers.
 """
 
 from __future__ import annotations
@@ -88,7 +89,6 @@ class RecordCollector:
         elif report.when == "teardown" and report.failed:
             # A fixture that fails in teardown: the test did not pass.
             self.run.failed_ids.update(self.ids_of.get(report.nodeid, []))
-
 
     def _records_of(self, report: pytest.TestReport) -> list[Record] | None:
         """The records of a call report: handed over in this process, or as data on the
