@@ -16,7 +16,11 @@ import pytest
 from pytest_hpml import progress
 from pytest_hpml.fixture import fixture_of
 from pytest_hpml.results import Record
-from pytest_hpml.session import HpmlRun, run_of, writes_outputs
+from pytest_hpml.session import HpmlRun, is_controller, run_of, writes_outputs
+
+#: The judged records of the call report just made, by node id, in a process that collects
+#: them itself (no xdist worker between): taken by RecordCollector as the report is logged.
+_JUDGED = pytest.StashKey[dict[str, list[Record]]]()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -31,7 +35,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Gener
         said = progress.take(item.config)  # an xdist worker's slow fresh processes
         if said:
             report.hpml_progress = said
-        if records and hasattr(item.config, "workerinput"):
+        if records and not is_controller(item.config):  # an xdist worker
             # Judged before they are serialized: the verdicts travel with the records.
             report.hpml_records = [r.to_dict() for r in records]
         elif records and writes_outputs(item.config):
@@ -40,11 +44,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Gener
             # not on it, as a report-log plugin writes the report's attributes as JSON.
             item.config.stash.setdefault(_JUDGED, {})[report.nodeid] = records
     return report
-
-
-#: The judged records of the call report just made, by node id, in a process that collects
-#: them itself (no xdist worker between): taken by RecordCollector as the report is logged.
-_JUDGED = pytest.StashKey[dict[str, list[Record]]]()
 
 
 def _readable(records: list[Record], report: pytest.TestReport) -> list[Record]:
