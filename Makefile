@@ -13,7 +13,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[suites,dev,plots,nvml,dashboard]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[suites,dev,plots,nvml,dashboard,arrays]'
 	touch $(STAMP)
 
 # The suites with the report, on whatever device is present (full profile with a GPU, quick

@@ -1,7 +1,7 @@
 """The plugin's own dependencies are what it imports (pytest, tabulate, torch): torchvision,
-triton and numpy belong to this repository's suites (the `suites` extra), matplotlib and
-nvidia-ml-py to optional extras that the plugin imports only where they are installed. A user's
-suite runs, saves and compares with none of them importable."""
+triton and numpy belong to this repository's suites (the `suites` extra), matplotlib,
+nvidia-ml-py and numpy to optional extras that the plugin imports only where they are
+installed. A user's suite runs, saves and compares with none of them importable."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[1]
 #: Imported by the plugin only where installed (a missing one is said once, never an error), or
 #: only by the feature that needs it (hpml.compile_kernel is given a Triton kernel).
-OPTIONAL = {"matplotlib": "plots", "pynvml": "nvml", "triton": "kernels", "plotly": "dashboard"}
+OPTIONAL = {"matplotlib": "plots", "pynvml": "nvml", "triton": "kernels", "plotly": "dashboard",
+            "numpy": "arrays"}
 #: Imported only inside the plugin that runs it: an xdist worker sends its live progress line
 #: with xdist's own serializer (pytest_hpml.progress), in a process xdist started.
 RUNNING_UNDER = {"xdist"}

@@ -288,3 +288,11 @@ def test_a_blind_spots_fix_counts_the_processes_a_side_already_has() -> None:
     assert blind_spot(more, 0.8, 0.5, 0.01, advice).endswith(
         "more processes: 4 on each side would bring it under the limit (saves of 4 processes "
         "(--hpml-baseline-processes=4); --hpml-confirm=3)")
+
+
+def test_a_detectable_change_of_millions_of_percent_is_said_as_over_the_limit() -> None:
+    # Processes far apart on both sides: a t quantile of few degrees of freedom, exponentiated,
+    # read as a figure of dozens of digits ("a change beyond 566969304328455457546960896.0 %").
+    m = compare_metric(_m(1.3, runs=[1.0, 2.5]), _m(1.0, history=[0.5, 1.5]))
+    assert m.outcome == "ambiguous" and m.mdc > 10
+    assert "a change over ±1000% is needed to be caught" in m.basis

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from pytest_hpml.compare import level_screen
+from pytest_hpml.compare import arrays, level_screen
 from pytest_hpml.compare.bulk import collector_paused
 from pytest_hpml.compare.evidence import series
 from pytest_hpml.compare.families import MIN_POOLED_ROWS, Family, RowShare, pooled, row_share
@@ -159,6 +159,8 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
         if len(rows) < 2:
             continue
         by_label: dict[str, list[RowShare]] = {}
+        if len(rows) >= arrays.ARRAY_ROWS:
+            _share_as_arrays(memo, rows)
         if len(rows) >= MIN_POOLED_ROWS:
             for row in rows:
                 for label, share in _shares(memo, *row).items():
@@ -169,12 +171,25 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
     return found
 
 
+def _share_as_arrays(memo: FamilyMemo, rows: list[tuple[str, str, Replicates, Stored]]) -> None:
+    """The shares of the rows of a large family that `memo` does not hold (compare/arrays.py
+    takes those of ordinary rows together; _shares takes the others one by one)."""
+    taken = arrays.shares([row for row in rows if not _kept(memo, *row)])
+    for rid, name, now, old in rows:
+        if (rid, name) in taken:
+            memo[rid, name] = (now, old, {"": taken[rid, name]})
+
+
+def _kept(memo: FamilyMemo, rid: str, name: str, now: Replicates, old: Stored) -> bool:
+    kept = memo.get((rid, name))
+    return kept is not None and kept[1] is old and kept[0] == now
+
+
 def _shares(memo: FamilyMemo, rid: str, name: str, now: Replicates, old: Stored
             ) -> dict[str, RowShare]:
     """A row's shares of its families, by series label (from `memo` where they still hold)."""
-    kept = memo.get((rid, name))
-    if kept is not None and kept[1] is old and kept[0] == now:
-        return kept[2]
+    if _kept(memo, rid, name, now, old):
+        return memo[rid, name][2]
     shares = {e.label: row_share(e.history, e.saves, e.now) for e in series(now, old)}
     memo[rid, name] = (now, old, shares)
     return shares
@@ -209,9 +224,31 @@ def _judge_rows(records: list[Record], rows: list[Record],
         for r in rows for m in r.metrics)
     # A family's floor and alpha come from all its rows, screened or not, judged now or not.
     found = families(records, bases, memo) if weighed else {}
+    if any(f.rows >= arrays.ARRAY_ROWS for f in found.values()):
+        _in_arrays(rows, bases, found, rules, can_confirm, advice, decided)
     for record in rows:
         judge(record, bases[record.id], rules, can_confirm, advice, said, found,
               decided.get(record.id))
+
+
+def _in_arrays(rows: list[Record], bases: dict[str, dict[str, Stored]], found: Families,
+               rules: Rules, can_confirm: int, advice: Advice | None,
+               decided: dict[str, dict[str, Verdict]]) -> None:
+    """Add to `decided` the verdicts compare/arrays.py gives of the rows of large families
+    (those it leaves out are judged in full)."""
+    by_family: dict[tuple[str, str], list[tuple[Record, Metric, Stored]]] = {}
+    for record in rows:
+        base, done = bases[record.id], decided.get(record.id, {})
+        for m in record.metrics:
+            key = (record.test or record.id, m.name)
+            old, family = base.get(m.name), found.get(key)
+            if old is not None and m.name not in done and family is not None and \
+                    family.rows >= arrays.ARRAY_ROWS:
+                by_family.setdefault(key, []).append((record, m, old))
+    for key, members in by_family.items():
+        for (rid, name), verdict in arrays.judged(members, found[key], rules, can_confirm,
+                                                  advice).items():
+            decided.setdefault(rid, {})[name] = verdict
 
 
 def _screen(record: Record, base: dict[str, Stored], rules: Rules) -> dict[str, Verdict]:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 
 from pytest_hpml.compare import machine_moves, modes
+from pytest_hpml.compare.detectable import beyond, confirms
 from pytest_hpml.compare.evidence import (
     PACED,
     Evidence,
@@ -67,6 +68,7 @@ from pytest_hpml.compare.noise import (
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.frozen import evolve
 from pytest_hpml.measure.stats import mann_whitney_u, median_uncertainty
+from pytest_hpml.report.units import DETECTABLE_SHOWN_UP_TO, format_detectable
 from pytest_hpml.results import Metric, Replicates, Verdict
 
 DEFAULT_TOLERANCE = 0.10
@@ -280,14 +282,13 @@ def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: flo
         as_measured = relative_change(base.reference, now.value)
         evidence += f"; {e.label} (as measured: {as_measured:+.1%})"
     if abs(e.change) <= tol:
-        return judged("unchanged", basis=f"within the {pct(tol)} tolerance; {evidence}")
+        return judged("unchanged", basis=within_tolerance(tol, evidence))
     if current.better is None:
         # A change with no good direction (a count, a size): shown, never a regression.
-        return judged("ambiguous", basis="no better direction: shown, never judged")
+        return judged("ambiguous", basis=NO_DIRECTION)
     worse = e.change > 0 if current.better == "lower" else e.change < 0
-    if worse and can_confirm and (
-            len(e.now) > 1 or _beyond(e.change, e.mdc)
-            or _confirmation_could_catch(e, can_confirm, tol, rules.alpha)):
+    if worse and can_confirm and confirms(e.noise, e.change, e.mdc, len(e.now), can_confirm,
+                                          tol, rules.alpha):
         # Measured again in fresh processes before a regression is final (a CI failure must
         # mean it) unless the noise already known says no confirmation could make it one; all
         # of them while the fresh processes still show it (stopping at the first that agrees
@@ -298,14 +299,12 @@ def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: flo
         return judged(SUSPECT, basis=f"{e.change:+.1%} in {len(e.now)} process(es) so far; "
                                      f"{evidence}")
     p_value = None
-    caught = _beyond(e.change, e.mdc)
+    caught = beyond(e.change, e.mdc)
     if e.noise.between is None and caught:
         p_value = _rank_test(current, base)
         caught = p_value is None or p_value < rules.alpha
     if not caught:
-        return judged("ambiguous", p_value=p_value,
-                      basis=f"{e.change:+.1%} cannot be told from this machine's noise: a "
-                            f"change beyond {pct(e.mdc)} is needed to be caught ({evidence})")
+        return judged("ambiguous", p_value=p_value, basis=not_caught(e.change, e.mdc, evidence))
     reference = statistics.median(e.history)
     shown = ", ".join(f"{relative_change(reference, v):+.1%}" if math.isfinite(v)
                       else f"{v} (no number)" for v in e.now)
@@ -318,6 +317,24 @@ def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: flo
     return judged("regressed" if worse else "improved", p_value=p_value,
                   basis=f"{e.change:+.1%} beyond the {pct(e.mdc)} this machine can detect; "
                         f"{len(e.now)} process(es): {shown}; {evidence}")
+
+
+#: The basis of a changed metric with no better direction (a count, a size).
+NO_DIRECTION = "no better direction: shown, never judged"
+
+
+def within_tolerance(tol: float, evidence: str) -> str:
+    """The basis of an `unchanged` verdict: the tolerance, then what the noise is (`evidence`)."""
+    return f"within the {pct(tol)} tolerance; {evidence}"
+
+
+def not_caught(change: float, mdc: float, evidence: str) -> str:
+    """The basis of a change the noise hides (`ambiguous`): how large it would have to be (as
+    a table shows it: the figure of a spread between 3 processes over 1 degree of freedom
+    read as a number of 27 digits)."""
+    needed = f"beyond {pct(mdc)}" if mdc <= DETECTABLE_SHOWN_UP_TO else format_detectable(mdc)
+    return (f"{change:+.1%} cannot be told from this machine's noise: a change {needed} is "
+            f"needed to be caught ({evidence})")
 
 
 def _judge_modes(found: modes.Modal, current: Metric, now: Replicates, base: Stored,
@@ -360,30 +377,6 @@ def _judge_exactly(current: Metric, now: Replicates, base: Stored, tol: float) -
     worse = change > 0 if current.better == "lower" else change < 0
     return judged("regressed" if worse else "improved",
                   basis=f"exact figure changed: {shown} ({change:+.1%})")
-
-
-def _beyond(change: float, mdc: float) -> bool:
-    """Whether a relative change exceeds the detectable one, weighed in logs as the noise is: a
-    5x speed-up (-80 %) is as far from noise as a 5x slow-down (+400 %), and a time and the
-    rate derived from it are caught together."""
-    if change <= -1:
-        return True  # a value that fell to zero or below: beyond any noise of a ratio
-    return abs(math.log1p(change)) > math.log1p(mdc)
-
-
-def _confirmation_could_catch(e: Evidence, extra: int, tol: float, alpha: float) -> bool:
-    """Whether `extra` more processes, as noisy as those seen so far, could bring the detectable
-    change below this change: if not, running them would only cost time."""
-    n = e.noise
-    if n is None:
-        return True
-    if n.between is None and not n.pooled_drift:
-        return True  # the spread between processes is unknown until they run
-    if n.between is None:
-        # The spread between processes is unknown until they run; the drift between occasions
-        # a sweep's rows have shown is not, and no number of processes lowers what it hides.
-        return _beyond(e.change, n.drift_mdc(tol, alpha))
-    return _beyond(e.change, n.mdc(tol, alpha, runs_now=len(e.now) + extra, extra_dof=extra))
 
 
 def _rank_test(current: Metric, base: Stored) -> float | None:

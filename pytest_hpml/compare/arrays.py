@@ -1,0 +1,239 @@
+"""A large family's ordinary rows judged as arrays (a value of the compare stage, used by the
+engine): a sweep of 10 000 single-call rows spent half a second of its compare, and as much of
+its save, building each row's noise in Python lists, 46 us a row.
+
+An ordinary row records its metric as measured only (no yardstick, no compute pace), against
+evidence in the same unit and direction, with every value a positive number, in one mode (the
+stored runs and this run's processes hold none: compare/modes.py). For those rows the numbers
+verdicts.py weighs a change with (the change of the medians; the spread between processes and
+the drift between occasions, noise.estimate; the family's floor, Family.floor; the detectable
+change, Noise.mdc) are the same formulas, taken over all the family's rows of one shape (the
+same saves, the same processes now) at once. Only the verdicts that need nothing more are given
+here: a change within the tolerance (`unchanged`), one the noise hides (`ambiguous`), with the
+blind spot where there is one. A change that would be caught, or confirmed, or the rank test
+asked, is left to the full judgement with every other row; so is every row of another kind.
+
+The sums are numpy's (pairwise), not math.fsum's: the numbers agree to the last digits, not
+bit for bit (tests/test_array_judgement.py compares every verdict with the full judgement's).
+numpy is an extra (`arrays`; this repository's suites have it): without it, every row is
+judged row by row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_hpml.compare import modes
+from pytest_hpml.compare.detectable import beyond, confirms
+from pytest_hpml.compare.families import Family, RowShare
+from pytest_hpml.compare.noise import (
+    DRIFT_MIN_SAVES,
+    SPEED_UNITS,
+    Advice,
+    Noise,
+    blind_spot,
+    occasions,
+)
+from pytest_hpml.compare.stored import Stored
+from pytest_hpml.compare.verdicts import NO_DIRECTION, Rules, not_caught, within_tolerance
+from pytest_hpml.measure.stats import median_uncertainty
+from pytest_hpml.results import Metric, Record, Replicates, Verdict
+
+#: A family of this many rows or more is judged as arrays (fewer: numpy's import and the
+#: arrays' set-up cost more than the rows' Python).
+ARRAY_ROWS = 1000
+
+
+def _numpy() -> Any | None:
+    """numpy where it is installed (the `arrays` extra; the suites have it): without it every
+    row is judged row by row, to the same verdicts."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+#: One row of a family: its record, its metric now, and the evidence of that metric.
+Row = tuple[Record, Metric, Stored]
+
+
+def _measured_only(now: Replicates, old: Stored) -> bool:
+    """Whether the metric's only series is the values as measured (evidence.series)."""
+    return not ((now.relative is not None and (old.relative_history or old.relative))
+                or (now.paced is not None and old.paced_history))
+
+
+def _positive(np: Any, values: Any) -> Any:
+    """Which rows of `values` hold only positive numbers (noise.logs leaves the others out,
+    which the rows of one shape would not be)."""
+    with np.errstate(invalid="ignore"):  # NaN compares false, unwarned
+        return (np.isfinite(values) & (values > 0)).all(axis=1)
+
+
+def _kind_judged_here(m: Metric, now: Replicates, old: Stored) -> bool:
+    """Whether verdicts.py would judge this metric as measured alone against evidence in the
+    same unit and direction (its values are looked at as arrays: _judge_shape)."""
+    return (m.compared and not m.exact and not old.exact and not old.seeded_from
+            and old.unit == m.unit and old.better == m.better and bool(now.values)
+            and _measured_only(now, old))
+
+
+def judged(rows: Sequence[Row], family: Family, rules: Rules, can_confirm: int,
+           advice: Advice | None = None) -> dict[tuple[str, str], Verdict]:
+    """The verdicts this module can give of `rows` (one family's, judged at its alpha), by
+    (row id, metric name); the rows it leaves out are for the full judgement."""
+    shapes: dict[tuple[int, tuple[int, ...] | None, int], list[tuple[Row, Replicates]]] = {}
+    for row in rows:
+        record, m, old = row
+        now = record.values_of(m.name)
+        if _kind_judged_here(m, now, old):
+            saves = tuple(old.history_saves) if old.history and old.history_saves else None
+            shapes.setdefault((len(old.runs), saves, len(now.values)), []).append((row, now))
+    found: dict[tuple[str, str], Verdict] = {}
+    np = _numpy() if shapes else None
+    if np is None:
+        return found
+    alpha = family.alpha(rules.alpha)
+    for (h, saves, k), members in shapes.items():
+        found.update(_judge_shape(np, members, h, list(saves) if saves else None, k, family,
+                                  rules, alpha, can_confirm, advice or Advice()))
+    return found
+
+
+#: One row of a family as engine.families gathers it: its id, the metric's name, its values
+#: now and its evidence.
+Member = tuple[str, str, Replicates, Stored]
+
+
+def shares(members: Sequence[Member]) -> dict[tuple[str, str], RowShare]:
+    """Each ordinary member's share of its family (families.row_share), by (row id, metric
+    name), taken for all the members of one shape at once; the others are left out (all of
+    them without numpy)."""
+    np = _numpy() if members else None
+    if np is None:
+        return {}
+    shapes: dict[tuple[int, tuple[int, ...] | None, int], list[Member]] = {}
+    for member in members:
+        _, _, now, old = member
+        if now.values and _measured_only(now, old):
+            saves = tuple(old.history_saves) if old.history and old.history_saves else None
+            shapes.setdefault((len(old.runs), saves, len(now.values)), []).append(member)
+    found: dict[tuple[str, str], RowShare] = {}
+    for (h, saves, k), rows in shapes.items():
+        history = np.array([old.runs for *_, old in rows], dtype=float).reshape(-1, h)
+        now = np.array([now.values for _, _, now, _ in rows], dtype=float).reshape(-1, k)
+        positive = _positive(np, history) & _positive(np, now)
+        if not positive.all():
+            history, now = history[positive], now[positive]
+            rows = [row for row, kept in zip(rows, positive, strict=True) if kept]
+        logs, now_logs = np.log(history), np.log(now)
+        stored = [g for g in occasions(list(range(h)), list(saves) if saves else None) if g]
+        squares, dof = _squares_within(np, [logs[:, g[0]:g[-1] + 1] for g in stored],
+                                       now_logs)
+        change = now_logs.mean(axis=1) - logs.mean(axis=1)
+        for i, (rid, name, _, _) in enumerate(rows):
+            found[rid, name] = (float(squares[i]), dof, float(change[i]))
+    return found
+
+
+def _squares_within(np: Any, groups: list[Any], now_logs: Any) -> tuple[Any, int]:
+    """stats.squares_within of each row's groups (arrays of rows by values) and its processes
+    now: the sums of squares by row, and their degrees of freedom (one for all the rows)."""
+    squares = np.zeros(now_logs.shape[0])
+    dof = 0
+    for group in [*groups, now_logs]:
+        if group.shape[1] >= 2:
+            centred = group - group.mean(axis=1, keepdims=True)
+            squares += (centred * centred).sum(axis=1)
+            dof += group.shape[1] - 1
+    return squares, dof
+
+
+def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
+                 saves: list[int] | None, k: int, family: Family, rules: Rules, alpha: float,
+                 can_confirm: int, advice: Advice) -> dict[tuple[str, str], Verdict]:
+    history = np.array([row[2].runs for row, _ in members], dtype=float).reshape(-1, h)
+    now = np.array([values.values for _, values in members], dtype=float).reshape(-1, k)
+    ordinary = _one_mode(np, history, now, members)
+    if not ordinary.all():
+        history, now = history[ordinary], now[ordinary]
+        members = [member for member, kept in zip(members, ordinary, strict=True) if kept]
+    reference, current = np.median(history, axis=1), np.median(now, axis=1)
+    change = np.where(reference == current, 0.0, (current - reference) / np.abs(reference))
+    noise = _noise(np, np.log(history), saves, np.log(now),
+                   [row for row, _ in members], rules, family)
+    found = {}
+    for i, ((record, m, old), _) in enumerate(members):
+        tol = rules.tolerance_of(m, old)
+        c = float(change[i])
+        n = noise[i]
+        threshold = n.threshold(alpha)
+        mdc = max(tol, math.expm1(threshold) if threshold < 700 else math.inf)
+        if abs(c) <= tol:
+            outcome, basis = "unchanged", within_tolerance(tol, n.describe())
+        elif m.better is None:
+            outcome, basis = "ambiguous", NO_DIRECTION  # a count, a size: never judged
+        elif (c > 0 if m.better == "lower" else c < 0) and can_confirm and confirms(
+                n, c, mdc, k, can_confirm, tol, alpha):
+            continue  # suspect: the full judgement weighs the family's tails and the machine
+        elif beyond(c, mdc):
+            continue  # caught: regressed or improved, with the family's tails and the
+            # machine's moves weighed first
+        else:
+            outcome, basis = "ambiguous", not_caught(c, mdc, n.describe())
+        noisy = max(0.0, math.expm1(threshold) if threshold < 700 else math.inf)
+        blind = blind_spot(n, noisy, rules.max_detectable, alpha, advice) \
+            if rules.max_detectable and noisy > rules.max_detectable else None
+        found[record.id, m.name] = Verdict(
+            outcome, unit=m.unit, baseline=float(reference[i]), current=float(current[i]),
+            change=c, mdc=mdc, basis=basis, relative=False, p_value=None,
+            accepted=old.last_accepted(), blind=blind, processes=k)
+    return found
+
+
+def _one_mode(np: Any, history: Any, now: Any, members: list[tuple[Row, Replicates]]) -> Any:
+    """Which rows hold only positive numbers, in one mode (modes.modal finds none in their
+    stored runs and processes now): the cheap test of the sorted logs' extremes (modes.
+    could_hold_modes) on all of them at once, the full one where it says they could."""
+    values = np.concatenate([history, now], axis=1)
+    ordinary = _positive(np, values)
+    logs = np.sort(np.log(np.where(ordinary[:, None], values, 1.0)), axis=1)
+    if logs.shape[1] >= 4:
+        could = ordinary & (logs[:, -2] - logs[:, 1] >= modes.MODE_GAP)
+        for i in np.flatnonzero(could):
+            (_, _, old), now_values = members[i]
+            ordinary[i] = modes.modal(old.runs, list(now_values.values)) is None
+    return ordinary
+
+
+def _noise(np: Any, logs: Any, saves: list[int] | None, now_logs: Any, rows: list[Row],
+           rules: Rules, family: Family) -> list[Noise]:
+    """Each row's Noise as noise.estimate and Family.floor make it, for rows of one shape:
+    `logs` of their stored runs (rows by runs, grouped by `saves`), `now_logs` of their
+    processes now."""
+    n, h = logs.shape
+    k = now_logs.shape[1]
+    stored = [g for g in occasions(list(range(h)), saves) if g]  # the runs' indices by save
+    squares, dof = _squares_within(np, [logs[:, g[0]:g[-1] + 1] for g in stored], now_logs)
+    between = np.sqrt(squares / dof) if dof else None
+    drift_dof = None
+    if len(stored) >= DRIFT_MIN_SAVES:
+        means = np.stack([logs[:, g[0]:g[-1] + 1].mean(axis=1) for g in stored], axis=1)
+        spread = means - means.mean(axis=1, keepdims=True)
+        variance = (spread * spread).sum(axis=1) / (len(stored) - 1)
+        explained = (0.0 if between is None else between * between) * \
+            sum(1 / len(g) for g in stored) / len(stored)
+        drift = np.sqrt(np.maximum(0.0, variance - explained))
+        drift_dof = len(stored) - 1
+    else:
+        assumed = rules.drift
+        drift = np.array([math.log1p(assumed) if assumed > 0 and r[1].unit in SPEED_UNITS
+                          else 0.0 for r in rows])
+    within = [math.hypot(median_uncertainty(m.samples or []), old.within) for _, m, old in rows]
+    occasions_, runs_now, runs_before = max(len(stored), 1), max(k, 1), max(h, 1)
+    return [family.floor(Noise(None if between is None else float(between[i]), dof, within[i],
+                               float(drift[i]), drift_dof, occasions_, runs_now, runs_before), "")
+            for i in range(n)]

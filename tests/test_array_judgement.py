@@ -1,0 +1,130 @@
+"""A large family's ordinary rows are judged as arrays (compare/arrays.py), and every verdict is
+the one the row-by-row judgement gives: on random sweeps (histories of 1-6 saves, 1-3
+processes now, two speeds of the machine, preempted calls, slowdowns and speed-ups, both
+directions and none, units that drift and units that do not, a row's own tolerance, samples,
+accepted levels, and rows of other kinds that the arrays leave out: a yardstick, a value that is
+no number, a unit saved in ms) the outcome, the basis, the blind spot and the figures agree,
+with and without fresh processes to confirm."""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+
+import pytest
+
+from pytest_hpml.compare import arrays, engine
+from pytest_hpml.compare.families import Family
+from pytest_hpml.compare.stored import Stored
+from pytest_hpml.compare.verdicts import Rules
+from pytest_hpml.results import Metric, Record, Replicates, Verdict
+
+
+def _row(rng: random.Random, i: int, better: str | None, unit: str
+         ) -> tuple[Record, dict[str, Stored]]:
+    level = rng.uniform(1e-6, 1e-3)
+    spread = rng.choice([0.002, 0.02, 0.08, 0.2])
+
+    def value(moved: float = 1.0) -> float:
+        v = level * moved * math.exp(rng.gauss(0, spread))
+        if rng.random() < 0.1:
+            v *= 1.5  # the machine's slow speed
+        if rng.random() < 0.02:
+            v *= rng.uniform(5, 50)  # a preempted call
+        return v
+
+    saves = [rng.randint(1, 3) for _ in range(rng.randint(1, 6))]
+    history = [value() for _ in range(sum(saves))]
+    moved = rng.choice([1.0, 1.0, 1.0, 1.05, 1.12, 1.3, 0.7, 2.0, 0.3])
+    now = [value(moved) for _ in range(rng.randint(1, 3))]
+    kind = rng.random()
+    relative = None
+    stored_unit, factor = unit, 1.0
+    if kind < 0.05:  # a yardstick: judged row by row
+        relative = tuple(v / rng.uniform(0.9, 1.1) for v in now)
+    elif kind < 0.08:
+        now[0] = math.nan  # a process that measured no number
+    elif kind < 0.1 and unit == "s":
+        stored_unit, factor = "ms", 1e3  # saved in ms, converted by the engine
+    samples = [now[0] * math.exp(rng.gauss(0, spread)) for _ in range(9)] \
+        if rng.random() < 0.3 and math.isfinite(now[0]) else None
+    accepted = [{"on": "2026-11-01", "before": level / 2, "after": level}] \
+        if rng.random() < 0.1 else None
+    base = Stored("time", history[-1] * factor, stored_unit, better,
+                  history=[v * factor for v in history], history_saves=saves,
+                  notch=rng.choice([None, 0.01, 0.05]), accepted=accepted,
+                  relative_history=[v / rng.uniform(0.9, 1.1) for v in history]
+                  if relative else None)
+    tolerance = rng.choice([None, None, None, 0.05, 0.3])
+    metric = Metric("time", now[0] if math.isfinite(now[0]) else 1.0, unit, better,
+                    samples=samples, tolerance=tolerance)
+    record = Record(f"t[size={i}]", "sweep", test="t", metrics=[metric])
+    record.replicates["time"] = Replicates(tuple(now), relative)
+    return record, {"time": base}
+
+
+def _judged(rows: list[tuple[Record, dict[str, Stored]]], rules: Rules, can_confirm: int
+            ) -> list[Verdict]:
+    records = [Record.from_dict(r.to_dict()) for r, _ in rows]
+    for copy, (record, _) in zip(records, rows, strict=True):
+        copy.replicates = dict(record.replicates)
+    bases = {r.id: b for r, b in rows}
+    engine.judge_rows(records, lambda rid: bases[rid], rules, can_confirm)
+    return [r.verdicts["time"] for r in records]
+
+
+def _agree(a: Verdict, b: Verdict) -> bool:
+    """The same verdict, its figures to the last digits (numpy sums pairwise, the rows' code
+    exactly rounded)."""
+    def close(x: object, y: object) -> bool:
+        if isinstance(x, float) and isinstance(y, float):
+            return math.isclose(x, y, rel_tol=1e-9) or (math.isnan(x) and math.isnan(y))
+        return x == y
+
+    return all(close(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_large_familys_verdicts_as_arrays_are_the_row_by_row_ones(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(seed)
+    better = rng.choice(["lower", "lower", "higher", None])
+    unit = {"lower": rng.choice(["s", ""]), "higher": "B/s", None: ""}[better]
+    rows = [_row(rng, i, better, unit) for i in range(300)]
+    rules = Rules(drift=rng.choice([0.0, 0.05]), tolerance=rng.choice([0.1, 0.03]),
+                  max_detectable=rng.choice([0.5, None]))
+    can_confirm = seed % 3
+    monkeypatch.setattr(arrays, "ARRAY_ROWS", 10**9)
+    by_row = _judged(rows, rules, can_confirm)
+    given: list[int] = []
+    judged = arrays.judged
+
+    def counted(*args: object, **kwargs: object) -> dict:
+        found = judged(*args, **kwargs)  # type: ignore[arg-type]
+        given.append(len(found))
+        return found
+
+    monkeypatch.setattr(arrays, "ARRAY_ROWS", 100)
+    monkeypatch.setattr(arrays, "judged", counted)
+    as_arrays = _judged(rows, rules, can_confirm)
+    differ = [(a, b) for a, b in zip(by_row, as_arrays, strict=True) if not _agree(a, b)]
+    assert not differ, differ[:2]
+    # Most rows were judged as arrays; the rest (other kinds, caught changes) row by row.
+    assert 150 <= sum(given) < 300, given
+    assert {v.outcome for v in as_arrays} >= {"unchanged", "ambiguous"}
+
+
+def test_without_numpy_every_row_is_judged_row_by_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(7)
+    rows = [_row(rng, i, "lower", "s") for i in range(200)]
+    by_row = _judged(rows, Rules(), 2)
+    monkeypatch.setattr(arrays, "ARRAY_ROWS", 100)
+    monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` fails, as uninstalled
+    assert arrays.judged([(r, r.metrics[0], b["time"]) for r, b in rows], _family(rows),
+                         Rules(), 0) == {}
+    assert all(_agree(a, b) for a, b in zip(by_row, _judged(rows, Rules(), 2), strict=True))
+
+
+def _family(rows: list[tuple[Record, dict[str, Stored]]]) -> Family:
+    return engine.families([r for r, _ in rows], {r.id: b for r, b in rows})[("t", "time")]
