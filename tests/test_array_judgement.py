@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from pytest_hpml.compare import arrays, engine
+from pytest_hpml.compare import arrays, engine, level_screen
 from pytest_hpml.compare.families import Family
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import Rules
@@ -64,11 +64,17 @@ def _row(rng: random.Random, i: int, better: str | None, unit: str
     return record, {"time": base}
 
 
-def _judged(rows: list[tuple[Record, dict[str, Stored]]], rules: Rules, can_confirm: int
-            ) -> list[Verdict]:
+def _copies(rows: list[tuple[Record, dict[str, Stored]]]) -> list[Record]:
+    """The rows' records as a run makes them, unjudged."""
     records = [Record.from_dict(r.to_dict()) for r, _ in rows]
     for copy, (record, _) in zip(records, rows, strict=True):
         copy.replicates = dict(record.replicates)
+    return records
+
+
+def _judged(rows: list[tuple[Record, dict[str, Stored]]], rules: Rules, can_confirm: int
+            ) -> list[Verdict]:
+    records = _copies(rows)
     bases = {r.id: b for r, b in rows}
     engine.judge_rows(records, lambda rid: bases[rid], rules, can_confirm)
     return [r.verdicts["time"] for r in records]
@@ -128,3 +134,23 @@ def test_without_numpy_every_row_is_judged_row_by_row(monkeypatch: pytest.Monkey
 
 def _family(rows: list[tuple[Record, dict[str, Stored]]]) -> Family:
     return engine.families([r for r, _ in rows], {r.id: b for r, b in rows})[("t", "time")]
+
+
+def test_a_saves_large_family_skips_the_level_screen_for_the_arrays(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(11)
+    rows = [_row(rng, i, "lower", "s") for i in range(200)]
+    monkeypatch.setattr(arrays, "ARRAY_ROWS", 100)
+    screened: list[object] = []
+    screen = level_screen.screened
+    monkeypatch.setattr(level_screen, "screened",
+                        lambda *a: screened.append(a) or screen(*a))  # type: ignore[func-returns-value]
+    records = _copies(rows)
+    bases = {r.id: b for r, b in rows}
+    engine.judge_rows(records, lambda rid: bases[rid], Rules(), levels_only=True)
+    assert not screened  # the arrays answered in full, for less
+    full = _judged(rows, Rules(), 0)
+    assert all(_agree(r.verdicts["time"], v) for r, v in zip(records, full, strict=True))
+    monkeypatch.setattr(arrays, "ARRAY_ROWS", 10**9)
+    engine.judge_rows(records, lambda rid: bases[rid], Rules(), levels_only=True)
+    assert screened  # a family judged row by row is screened first

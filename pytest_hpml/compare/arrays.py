@@ -56,6 +56,11 @@ def _numpy() -> Any | None:
     return numpy
 
 
+def available() -> bool:
+    """Whether numpy is installed (rows are judged as arrays)."""
+    return _numpy() is not None
+
+
 #: One row of a family: its record, its metric now, and the evidence of that metric.
 Row = tuple[Record, Metric, Stored]
 
