@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
@@ -185,7 +186,22 @@ def preload(config: pytest.Config | None = None, torch: bool | None = None) -> l
     otherwise spent for a suite that never imports it: a JSON library's). A process at a git
     ref runs REF's code under test with this harness, the same one that measures this side."""
     torch = tests_import_torch(config) if torch is None else torch
-    return [*(["torch"] if torch else []), "pytest", plugin.__name__, *plugin.pytest_plugins]
+    return [*(["torch"] if torch else []), "pytest", plugin.__name__, *plugin.pytest_plugins,
+            *_plugin_modules(config)]
+
+
+def _plugin_modules(config: pytest.Config | None) -> list[str]:
+    """The run's other plugin modules that are installed code: pytest's own (skipping,
+    junitxml, faulthandler, ...) and those of installed plugins (xdist, pytest-benchmark),
+    which a fresh process registers too; imported once by the server, not in every fresh
+    process (0.035 s of its start; conftests are the project's, imported there)."""
+    manager = getattr(config, "pluginmanager", None)
+    if manager is None:
+        return []
+    installed = {getattr(p, "__name__", "") for p, _ in manager.list_plugin_distinfo()}
+    names = [p.__name__ for p in manager.get_plugins() if isinstance(p, types.ModuleType)
+             and (p.__name__.startswith("_pytest.") or p.__name__ in installed)]
+    return sorted(set(names) - {plugin.__name__, *plugin.pytest_plugins})
 
 
 _starting: list[threading.Thread] = []  # the forkserver's start, while it imports
@@ -232,7 +248,7 @@ def start_forkserver_in_background(config: pytest.Config) -> None:
     config.stash[_WANTED] = True
     if hasattr(config, "workerinput") or (is_controller(config) and xdist_workers(config) == 0):
         if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
-            _start_in_background(preload(torch=True))
+            _start_in_background(preload(config, torch=True))
 
 
 def wait_for_forkserver() -> float:
@@ -299,7 +315,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             if spawned:
                 forkserver.stop()
         wait_for_forkserver()
-    if forkserver.preloaded() is None and set(forkserver.asked()) - set(preload(torch=False)):
+    if forkserver.preloaded() is None and \
+            set(forkserver.asked()) - set(preload(session.config, torch=False)):
         # Torch or a conftest's modules; pytest and the plugin alone start when first needed.
         _start_in_background(lean)
 

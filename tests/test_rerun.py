@@ -401,3 +401,19 @@ def test_fresh_processes_run_where_the_temporary_folder_is_too_long_for_a_socket
     assert "INTERNALERROR" not in done.stdout + done.stderr
     stored = json.loads(only_baseline_file(tmp_path / "bl").read_text())
     assert stored["records"][0]["metrics"][0]["history"] == [6.0, 6.0]  # the fresh one's too
+
+
+def test_the_forkserver_imports_the_runs_installed_plugins_not_its_conftests(
+        pytester: pytest.Pytester) -> None:
+    # A fresh process forked from a server that imported only pytest and this plugin imported
+    # pytest's own plugin modules (junitxml, skipping, faulthandler, ...) and xdist's again:
+    # 0.035 s of its start, in every confirmation.
+    pytester.makeconftest("def pytest_configure(config):\n    pass\n")
+    config = pytester.parseconfigure("-p", "no:cacheprovider")
+    names = rerun.preload(config)
+    assert {"_pytest.junitxml", "_pytest.skipping", "_pytest.faulthandler"} <= set(names)
+    assert "pytest_hpml.session" in names and len(names) == len(set(names))
+    if config.pluginmanager.has_plugin("xdist"):
+        assert "xdist.plugin" in names
+    assert not [n for n in names if "conftest" in n]
+    assert "_pytest.cacheprovider" not in names  # not a plugin of this run
