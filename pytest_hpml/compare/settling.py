@@ -33,8 +33,12 @@ def unsettled(record: Record, worse_only: bool = False) -> bool:
 
 def measured_since(record: Record) -> bool:
     """Whether a metric of the row holds values of more processes than its verdict rests on."""
-    return any(v.processes is not None and len(record.values_of(name).values) > v.processes
-               for name, v in record.verdicts.items())
+    # Only replicates can hold more than the test's own process: a row no fresh process
+    # measured has none (a 10 000-row sweep's rows were asked 10 000 times a round).
+    merged = record.replicates
+    return bool(merged) and any(
+        v.processes is not None and name in merged and len(merged[name].values) > v.processes
+        for name, v in record.verdicts.items())
 
 
 def _points_worse(metric: Metric, verdict: Verdict) -> bool:
@@ -94,7 +98,7 @@ def settle(records: list[Record], judge_all: Callable[[int, list[Record]], None]
         done += 1
         asked = {id(r) for r in pending}
         judge_all(left, [r for r in records if id(r) in asked
-                         or (unsettled(r) and measured_since(r))])
+                         or (measured_since(r) and unsettled(r))])
         pending = [r for r in records if needs_more(r)]
     if left and pending:
         judge_all(0, pending)  # the budget ran out: final verdicts on what was measured
