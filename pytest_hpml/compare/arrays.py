@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_hpml.compare import modes
+from pytest_hpml.compare import level_screen, modes
 from pytest_hpml.compare.detectable import beyond, confirms
 from pytest_hpml.compare.families import Family, RowShare
 from pytest_hpml.compare.noise import (
@@ -37,7 +38,13 @@ from pytest_hpml.compare.noise import (
     occasions,
 )
 from pytest_hpml.compare.stored import Stored
-from pytest_hpml.compare.verdicts import NO_DIRECTION, Rules, not_caught, within_tolerance
+from pytest_hpml.compare.verdicts import (
+    NO_DIRECTION,
+    Rules,
+    not_caught,
+    within_tolerance,
+    within_tolerance_words,
+)
 from pytest_hpml.measure.stats import median_uncertainty
 from pytest_hpml.results import Metric, Record, Replicates, Verdict
 
@@ -86,10 +93,27 @@ def _kind_judged_here(m: Metric, now: Replicates, old: Stored) -> bool:
             and _measured_only(now, old))
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """What a judgement asks of a family's rows: its rules at the family's alpha, the fresh
+    processes a suspicion may still get, and whether only new levels matter (a save's)."""
+
+    family: Family
+    rules: Rules
+    alpha: float
+    can_confirm: int
+    advice: Advice
+    levels_only: bool
+
+
 def judged(rows: Sequence[Row], family: Family, rules: Rules, can_confirm: int,
-           advice: Advice | None = None) -> dict[tuple[str, str], Verdict]:
+           advice: Advice | None = None, levels_only: bool = False
+           ) -> dict[tuple[str, str], Verdict]:
     """The verdicts this module can give of `rows` (one family's, judged at its alpha), by
-    (row id, metric name); the rows it leaves out are for the full judgement."""
+    (row id, metric name); the rows it leaves out are for the full judgement. levels_only (a
+    save's question, which confirms nothing): a change within the tolerance gets the level
+    screen's verdict, one the noise hides a verdict without the noise in words or the blind
+    spot, as the screen's (compare/level_screen.py); the outcomes are the full judgement's."""
     shapes: dict[tuple[int, tuple[int, ...] | None, int], list[tuple[Row, Replicates]]] = {}
     for row in rows:
         record, m, old = row
@@ -101,10 +125,10 @@ def judged(rows: Sequence[Row], family: Family, rules: Rules, can_confirm: int,
     np = _numpy() if shapes else None
     if np is None:
         return found
-    alpha = family.alpha(rules.alpha)
+    asked = _Asked(family, rules, family.alpha(rules.alpha), 0 if levels_only else can_confirm,
+                   advice or Advice(), levels_only)
     for (h, saves, k), members in shapes.items():
-        found.update(_judge_shape(np, members, h, list(saves) if saves else None, k, family,
-                                  rules, alpha, can_confirm, advice or Advice()))
+        found.update(_judge_shape(np, members, h, list(saves) if saves else None, k, asked))
     return found
 
 
@@ -158,8 +182,8 @@ def _squares_within(np: Any, groups: list[Any], now_logs: Any) -> tuple[Any, int
 
 
 def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
-                 saves: list[int] | None, k: int, family: Family, rules: Rules, alpha: float,
-                 can_confirm: int, advice: Advice) -> dict[tuple[str, str], Verdict]:
+                 saves: list[int] | None, k: int, asked: _Asked
+                 ) -> dict[tuple[str, str], Verdict]:
     history = np.array([row[2].runs for row, _ in members], dtype=float).reshape(-1, h)
     now = np.array([values.values for _, values in members], dtype=float).reshape(-1, k)
     ordinary = _one_mode(np, history, now, members)
@@ -168,35 +192,60 @@ def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
         members = [member for member, kept in zip(members, ordinary, strict=True) if kept]
     reference, current = np.median(history, axis=1), np.median(now, axis=1)
     change = np.where(reference == current, 0.0, (current - reference) / np.abs(reference))
-    noise = _noise(np, np.log(history), saves, np.log(now),
-                   [row for row, _ in members], rules, family)
-    found = {}
-    for i, ((record, m, old), _) in enumerate(members):
-        tol = rules.tolerance_of(m, old)
-        c = float(change[i])
-        n = noise[i]
-        threshold = n.threshold(alpha)
-        mdc = max(tol, math.expm1(threshold) if threshold < 700 else math.inf)
-        if abs(c) <= tol:
-            outcome, basis = "unchanged", within_tolerance(tol, n.describe())
-        elif m.better is None:
-            outcome, basis = "ambiguous", NO_DIRECTION  # a count, a size: never judged
-        elif (c > 0 if m.better == "lower" else c < 0) and can_confirm and confirms(
-                n, c, mdc, k, can_confirm, tol, alpha):
-            continue  # suspect: the full judgement weighs the family's tails and the machine
-        elif beyond(c, mdc):
-            continue  # caught: regressed or improved, with the family's tails and the
-            # machine's moves weighed first
-        else:
-            outcome, basis = "ambiguous", not_caught(c, mdc, n.describe())
-        noisy = max(0.0, math.expm1(threshold) if threshold < 700 else math.inf)
-        blind = blind_spot(n, noisy, rules.max_detectable, alpha, advice) \
-            if rules.max_detectable and noisy > rules.max_detectable else None
-        found[record.id, m.name] = Verdict(
-            outcome, unit=m.unit, baseline=float(reference[i]), current=float(current[i]),
-            change=c, mdc=mdc, basis=basis, relative=False, p_value=None,
-            accepted=old.last_accepted(), blind=blind, processes=k)
+    rules, found = asked.rules, {}
+    tolerances = [rules.tolerance_of(m, old) for (_, m, old), _ in members]
+    weighed = list(range(len(members)))
+    if asked.levels_only:
+        # A change within the tolerance starts no level, whatever the noise: said as the
+        # level screen says it, the noise not weighed.
+        weighed = []
+        for i, ((record, m, old), _) in enumerate(members):
+            if abs(float(change[i])) <= tolerances[i]:
+                found[record.id, m.name] = level_screen.said(
+                    "unchanged", within_tolerance_words(tolerances[i]), m, old,
+                    float(current[i]), float(change[i]), k)
+            else:
+                weighed.append(i)
+    noise = _noise(np, np.log(history[weighed]), saves, np.log(now[weighed]),
+                   [members[i][0] for i in weighed], rules, asked.family)
+    for n, i in zip(noise, weighed, strict=True):
+        (record, m, old), _ = members[i]
+        verdict = _verdict(m, old, n, float(change[i]), tolerances[i], k, asked)
+        if verdict is not None:
+            found[record.id, m.name] = replace(verdict, baseline=float(reference[i]),
+                                               current=float(current[i]))
     return found
+
+
+def _verdict(m: Metric, old: Stored, n: Noise, c: float, tol: float, k: int, asked: _Asked
+             ) -> Verdict | None:
+    """verdicts._verdict of an ordinary row whose noise is `n` and change `c`, where it needs
+    nothing more (None: a suspicion, or a change caught: the full judgement's)."""
+    alpha = asked.alpha
+    threshold = n.threshold(alpha)
+    mdc = max(tol, math.expm1(threshold) if threshold < 700 else math.inf)
+    if abs(c) <= tol:
+        outcome, basis = "unchanged", within_tolerance(tol, n.describe())
+    elif m.better is None:
+        outcome, basis = "ambiguous", NO_DIRECTION  # a count, a size: never judged
+    elif (c > 0 if m.better == "lower" else c < 0) and asked.can_confirm and confirms(
+            n, c, mdc, k, asked.can_confirm, tol, alpha):
+        return None  # suspect: the full judgement weighs the family's tails and the machine
+    elif beyond(c, mdc):
+        return None  # caught: regressed or improved, with the family's tails and the
+        # machine's moves weighed first
+    elif asked.levels_only:
+        return Verdict("ambiguous", unit=m.unit, change=c, mdc=mdc, processes=k,
+                       basis=not_caught(c, mdc, level_screen.SCREENED),
+                       accepted=old.last_accepted())
+    else:
+        outcome, basis = "ambiguous", not_caught(c, mdc, n.describe())
+    rules = asked.rules
+    noisy = max(0.0, math.expm1(threshold) if threshold < 700 else math.inf)
+    blind = blind_spot(n, noisy, rules.max_detectable, alpha, asked.advice) \
+        if rules.max_detectable and noisy > rules.max_detectable else None
+    return Verdict(outcome, unit=m.unit, change=c, mdc=mdc, basis=basis, relative=False,
+                   p_value=None, accepted=old.last_accepted(), blind=blind, processes=k)
 
 
 def _one_mode(np: Any, history: Any, now: Any, members: list[tuple[Row, Replicates]]) -> Any:

@@ -228,7 +228,7 @@ def _judge_rows(records: list[Record], rows: list[Record],
     # A family's floor and alpha come from all its rows, screened or not, judged now or not.
     found = families(records, bases, memo) if weighed else {}
     if any(f.rows >= arrays.ARRAY_ROWS for f in found.values()):
-        _in_arrays(rows, bases, found, rules, can_confirm, advice, decided)
+        _in_arrays(rows, bases, found, rules, can_confirm, advice, decided, screened)
     for record in rows:
         judge(record, bases[record.id], rules, can_confirm, advice, said, found,
               decided.get(record.id))
@@ -236,9 +236,9 @@ def _judge_rows(records: list[Record], rows: list[Record],
 
 def _in_arrays(rows: list[Record], bases: dict[str, dict[str, Stored]], found: Families,
                rules: Rules, can_confirm: int, advice: Advice | None,
-               decided: dict[str, dict[str, Verdict]]) -> None:
+               decided: dict[str, dict[str, Verdict]], levels_only: bool) -> None:
     """Add to `decided` the verdicts compare/arrays.py gives of the rows of large families
-    (those it leaves out are judged in full)."""
+    (those it leaves out are judged in full); levels_only: a save's, as the screen's."""
     by_family: dict[tuple[str, str], list[tuple[Record, Metric, Stored]]] = {}
     for record in rows:
         base, done = bases[record.id], decided.get(record.id, {})
@@ -250,7 +250,7 @@ def _in_arrays(rows: list[Record], bases: dict[str, dict[str, Stored]], found: F
                 by_family.setdefault(key, []).append((record, m, old))
     for key, members in by_family.items():
         for (rid, name), verdict in arrays.judged(members, found[key], rules, can_confirm,
-                                                  advice).items():
+                                                  advice, levels_only).items():
             decided.setdefault(rid, {})[name] = verdict
 
 

@@ -34,7 +34,7 @@ from pytest_hpml.compare import modes
 from pytest_hpml.compare.evidence import series
 from pytest_hpml.compare.noise import SPEED_UNITS, estimate, pct
 from pytest_hpml.compare.stored import Stored
-from pytest_hpml.compare.verdicts import Rules, relative_change
+from pytest_hpml.compare.verdicts import Rules, relative_change, within_tolerance_words
 from pytest_hpml.results import Metric, Replicates, Verdict
 
 #: What the screened verdicts say they rest on.
@@ -57,14 +57,9 @@ def screened(current: Metric, now: Replicates, base: Stored, rules: Rules) -> Ve
         return None
     tol = rules.tolerance_of(current, base)
     raw = changes[0]
-
-    def said(outcome: str, what: str) -> Verdict:
-        return Verdict(outcome, current.unit, base.reference, now.value, raw,
-                       basis=f"{what}; {SCREENED}", processes=len(now.values),
-                       accepted=base.last_accepted())
-
     if all(abs(c) <= tol for c in changes):
-        return said("unchanged", f"within the {pct(tol)} tolerance")
+        return said("unchanged", within_tolerance_words(tol), current, base, now.value, raw,
+                    len(now.values))
     if len(found) > 1 or raw <= -1:
         return None  # which series the verdict rests on takes the judgement
     e = found[0]
@@ -77,4 +72,13 @@ def screened(current: Metric, now: Replicates, base: Stored, rules: Rules) -> Ve
     if abs(math.log1p(raw)) > math.log1p(floor):
         return None
     return said("ambiguous", f"{raw:+.1%}, within the {pct(floor)} this machine's spread lets "
-                             "no change below be caught")
+                             "no change below be caught", current, base, now.value, raw,
+                len(now.values))
+
+
+def said(outcome: str, what: str, current: Metric, base: Stored, value: float, change: float,
+         processes: int) -> Verdict:
+    """A screened verdict: `what` it rests on, with no detectable change or blind spot."""
+    return Verdict(outcome, current.unit, base.reference, value, change,
+                   basis=f"{what}; {SCREENED}", processes=processes,
+                   accepted=base.last_accepted())

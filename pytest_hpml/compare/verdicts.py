@@ -325,7 +325,11 @@ NO_DIRECTION = "no better direction: shown, never judged"
 
 def within_tolerance(tol: float, evidence: str) -> str:
     """The basis of an `unchanged` verdict: the tolerance, then what the noise is (`evidence`)."""
-    return f"within the {pct(tol)} tolerance; {evidence}"
+    return f"{within_tolerance_words(tol)}; {evidence}"
+
+
+def within_tolerance_words(tol: float) -> str:
+    return f"within the {pct(tol)} tolerance"
 
 
 def not_caught(change: float, mdc: float, evidence: str) -> str:
