@@ -21,17 +21,27 @@ harness's bookkeeping, whose allocations put the collector's pauses in the timed
 With --history N, N saves made on separate occasions before the trials (a team's baseline
 branch, saved on every push to main) are what each measured save adds to and what pytest-hpml's
 compare reads (pytest-benchmark's reads its one saved run, as it has no history).
+
+With --before REV, each pytest-hpml command also runs with the plugin at git revision REV (a
+worktree put first on PYTHONPATH) in the same trials, taking its turn with the others: what a
+change of the plugin did to each cost, measured beside it rather than at another hour. REV must
+read the baseline files this version writes.
+
+    python tools/cost_ratios.py --trials 7 --rows 10000 --history 3 --before d8ec94b
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from checkouts import worktree  # tools/ is on sys.path when this file runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,10 +132,14 @@ HPML = ["-p", "no:benchmark"]
 BENCH = ["-p", "no:hpml"]
 
 
-def _pytest(folder: Path, args: list[str]) -> tuple[int, float, str]:
+def _pytest(folder: Path, args: list[str], plugin: Path | None = None
+            ) -> tuple[int, float, str]:
+    """One run of pytest in `folder`; `plugin`: a checkout whose pytest_hpml it imports."""
+    env = {**os.environ, "PYTHONPATH": str(plugin)} if plugin else None
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           *args], cwd=folder, capture_output=True, text=True, timeout=3600)
+                           *args], cwd=folder, capture_output=True, text=True, timeout=3600,
+                          env=env)
     return done.returncode, time.perf_counter() - started, done.stdout + done.stderr
 
 
@@ -165,6 +179,9 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=0, metavar="SAVES",
                         help="each measured save adds to a history of this many saves (a team's "
                              "save on a push to main) instead of being the first")
+    parser.add_argument("--before", metavar="REV", default=None,
+                        help="each pytest-hpml command also with the plugin at git revision "
+                             "REV, in the same trials")
     args = parser.parse_args()
     commands, ratios = COMMANDS, RATIOS
     setups = [("pytest-hpml", [*HPML, "--hpml-save-baseline"]),
@@ -187,6 +204,15 @@ def main() -> None:
                                          "--hpml-baselines=history"])
         if code:
             raise SystemExit(f"saving the history failed:\n{text[-3000:]}")
+    plugins: dict[str, Path | None] = {name: None for name in commands}
+    if args.before:
+        tree = worktree(args.out.parent / "cost-before", args.before)
+        for name in [n for n in commands if commands[n][:2] == HPML]:
+            plugins[f"{name}, {args.before}"] = tree
+            commands = {**commands, f"{name}, {args.before}": commands[name]}
+        ratios = [*ratios, *((f"{top}, {args.before}", f"{bottom}, {args.before}"
+                               if f"{bottom}, {args.before}" in commands else bottom, target)
+                             for top, bottom, target in ratios)]
     seconds: dict[str, list[float]] = {name: [] for name in commands}
     names = list(commands)
     for trial in range(args.trials):
@@ -196,9 +222,9 @@ def main() -> None:
             if args.history:  # or each the next of the same history
                 shutil.copytree(folder / "history", folder / "trial")
             command = commands[name]
-            if args.history and name == "compare (pytest-hpml)":
+            if args.history and name.startswith("compare (pytest-hpml)"):
                 command = [*HPML, "--hpml-compare", "--hpml-baselines=history"]
-            code, took, text = _pytest(folder, command)
+            code, took, text = _pytest(folder, command, plugins[name])
             seconds[name].append(took)
             kept = ""
             if code:  # a failing run's verdicts are read afterwards, not lost with the run
@@ -207,12 +233,12 @@ def main() -> None:
                 path = runs / f"{trial + 1:02d}-{name.replace(' ', '_').replace('/', '_')}.txt"
                 path.write_text(text, encoding="utf-8")
                 kept = f" (output kept in {path})"
-            print(f"trial {trial + 1}/{args.trials} {name:30s} exit {code} in {took:.1f} s"
+            print(f"trial {trial + 1}/{args.trials} {name:40s} exit {code} in {took:.1f} s"
                   + kept, flush=True)
     print("\n| command | median s | min s | max s |\n|---|---|---|---|")
     for name, took in seconds.items():
-        print(f"| {name} | {statistics.median(took):.1f} | {min(took):.1f} | "
-              f"{max(took):.1f} |")
+        print(f"| {name} | {statistics.median(took):.2f} | {min(took):.2f} | "
+              f"{max(took):.2f} |")
     print("\n| ratio | measured | target |\n|---|---|---|")
     for top, bottom, target in ratios:
         ratio = statistics.median(seconds[top]) / statistics.median(seconds[bottom])

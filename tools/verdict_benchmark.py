@@ -38,6 +38,7 @@ from pathlib import Path
 
 import verdict_suite  # tools/ is on sys.path when this file runs
 import verdict_user_suite
+from checkouts import worktree
 
 ROOT = Path(__file__).resolve().parents[1]
 CONDITIONS = [("A/A", 1.0), ("A/A", 1.0), ("+20 % work", 1.2), ("+50 % work", 1.5)]
@@ -117,18 +118,6 @@ def _suite(folder: Path, name: str, source: str) -> Path:
 
 WORKLOADS = {"add": (HPML_SUITE, BENCHMARK_SUITE), "slow-tail": (SLOW_TAIL_HPML,
                                                                   SLOW_TAIL_BENCHMARK)}
-
-
-def worktree(out: Path, rev: str) -> Path:
-    """A git worktree of this repository at `rev` under `out`: the plugin as it was then."""
-    tree = out / f"pytest-hpml-{rev}"
-    if not tree.exists():
-        out.mkdir(parents=True, exist_ok=True)
-        # A worktree of an earlier run whose folder was removed is still registered.
-        subprocess.run(["git", "worktree", "prune"], cwd=ROOT, check=True, capture_output=True)
-        subprocess.run(["git", "worktree", "add", "--detach", str(tree), rev], cwd=ROOT,
-                       check=True, capture_output=True)
-    return tree
 
 
 def tools(out: Path, before: str | None, workload: str = "add",
