@@ -6,10 +6,12 @@ In-process pytester runs are used where possible: a subprocess pays the torch im
 from __future__ import annotations
 
 import json
+import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -391,3 +393,36 @@ def outside_xdist(monkeypatch: pytest.MonkeyPatch) -> None:
     as this test's process does under `pytest -n`: its inner runs must not see it."""
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
+
+
+class SweepRow(NamedTuple):
+    """A sweep's row's values as a noisy machine measures them (random_sweep_row)."""
+
+    saves: list[int]  # the values each save added to the history
+    history: list[float]
+    now: list[float]  # this run's processes
+    level: float
+    spread: float  # within a process, relative
+
+
+def random_sweep_row(rng: random.Random, moves: tuple[float, ...] = (1.0, 1.0, 1.0, 1.12, 1.3,
+                                                                     0.7, 2.0)) -> SweepRow:
+    """A history of 1-6 saves of 1-3 processes each and 1-3 processes now, each value at one
+    of two speeds of the machine 50 % apart now and then, a preempted call now and then, and
+    the row moved by one of `moves` now."""
+    level = rng.uniform(1e-6, 1e-3)
+    spread = rng.choice([0.002, 0.02, 0.08, 0.2])
+
+    def value(moved: float = 1.0) -> float:
+        v = level * moved * math.exp(rng.gauss(0, spread))
+        if rng.random() < 0.1:
+            v *= 1.5  # the machine's slow speed
+        if rng.random() < 0.02:
+            v *= rng.uniform(5, 50)  # a preempted call
+        return v
+
+    saves = [rng.randint(1, 3) for _ in range(rng.randint(1, 6))]
+    history = [value() for _ in range(sum(saves))]
+    moved = rng.choice(moves)
+    return SweepRow(saves, history, [value(moved) for _ in range(rng.randint(1, 3))], level,
+                    spread)

@@ -13,6 +13,7 @@ import random
 import sys
 
 import pytest
+from hpml_testing import random_sweep_row
 
 from pytest_hpml.compare import arrays, engine, level_screen
 from pytest_hpml.compare.families import Family
@@ -23,21 +24,8 @@ from pytest_hpml.results import Metric, Record, Replicates, Verdict
 
 def _row(rng: random.Random, i: int, better: str | None, unit: str
          ) -> tuple[Record, dict[str, Stored]]:
-    level = rng.uniform(1e-6, 1e-3)
-    spread = rng.choice([0.002, 0.02, 0.08, 0.2])
-
-    def value(moved: float = 1.0) -> float:
-        v = level * moved * math.exp(rng.gauss(0, spread))
-        if rng.random() < 0.1:
-            v *= 1.5  # the machine's slow speed
-        if rng.random() < 0.02:
-            v *= rng.uniform(5, 50)  # a preempted call
-        return v
-
-    saves = [rng.randint(1, 3) for _ in range(rng.randint(1, 6))]
-    history = [value() for _ in range(sum(saves))]
-    moved = rng.choice([1.0, 1.0, 1.0, 1.05, 1.12, 1.3, 0.7, 2.0, 0.3])
-    now = [value(moved) for _ in range(rng.randint(1, 3))]
+    saves, history, now, level, spread = random_sweep_row(
+        rng, (1.0, 1.0, 1.0, 1.05, 1.12, 1.3, 0.7, 2.0, 0.3))
     kind = rng.random()
     relative = None
     stored_unit, factor = unit, 1.0

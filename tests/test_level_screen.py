@@ -7,11 +7,10 @@ judgement's outcome, and a save of a sweep still starts a new level for the row 
 from __future__ import annotations
 
 import json
-import math
 import random
 
 import pytest
-from hpml_testing import FAST, baseline_file, save_in_processes
+from hpml_testing import FAST, baseline_file, random_sweep_row, save_in_processes
 
 from pytest_hpml.compare import engine, level_screen
 from pytest_hpml.compare.stored import Stored
@@ -23,21 +22,8 @@ def _row(rng: random.Random, i: int) -> tuple[Record, dict[str, Stored]]:
     """A sweep's row: a history of 1-6 saves of 1-3 processes each, this run's 1-3
     processes, each value at one of two speeds 50 % apart now and then, a preempted call now
     and then, a slowdown of the row now and then; with a yardstick now and then."""
-    level = rng.uniform(1e-6, 1e-3)
-    spread = rng.choice([0.002, 0.02, 0.08, 0.2])
-
-    def value(moved: float = 1.0) -> float:
-        v = level * moved * math.exp(rng.gauss(0, spread))
-        if rng.random() < 0.1:
-            v *= 1.5  # the machine's slow speed
-        if rng.random() < 0.02:
-            v *= rng.uniform(5, 50)  # a preempted call
-        return v
-
-    saves = [rng.randint(1, 3) for _ in range(rng.randint(1, 6))]
-    history = [value() for _ in range(sum(saves))]
-    moved = rng.choice([1.0, 1.0, 1.0, 1.12, 1.3, 0.7, 2.0])
-    now = tuple(value(moved) for _ in range(rng.randint(1, 3)))
+    saves, history, values, _, _ = random_sweep_row(rng)
+    now = tuple(values)
     yardstick = rng.random() < 0.3
     relative = tuple(v / rng.uniform(0.9, 1.1) for v in now) if yardstick else None
     base = Stored("time", history[-1], "s", "lower", history=history, history_saves=saves,
