@@ -426,3 +426,12 @@ def random_sweep_row(rng: random.Random, moves: tuple[float, ...] = (1.0, 1.0, 1
     moved = rng.choice(moves)
     return SweepRow(saves, history, [value(moved) for _ in range(rng.randint(1, 3))], level,
                     spread)
+
+
+def arrays_from(monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
+    """Judge families of `rows` rows or more as arrays (compare/arrays.py), whether numpy is
+    imported yet or not; 10**9: row by row."""
+    from pytest_hpml.compare import arrays
+
+    monkeypatch.setattr(arrays, "ARRAY_ROWS", rows)
+    monkeypatch.setattr(arrays, "ARRAY_ROWS_TO_IMPORT", rows)

@@ -13,7 +13,7 @@ import random
 import sys
 
 import pytest
-from hpml_testing import random_sweep_row
+from hpml_testing import arrays_from, random_sweep_row
 
 from pytest_hpml.compare import arrays, engine, level_screen
 from pytest_hpml.compare.families import Family
@@ -89,7 +89,7 @@ def test_a_large_familys_verdicts_as_arrays_are_the_row_by_row_ones(
     rules = Rules(drift=rng.choice([0.0, 0.05]), tolerance=rng.choice([0.1, 0.03]),
                   max_detectable=rng.choice([0.5, None]))
     can_confirm = seed % 3
-    monkeypatch.setattr(arrays, "ARRAY_ROWS", 10**9)
+    arrays_from(monkeypatch, 10**9)
     by_row = _judged(rows, rules, can_confirm)
     given: list[int] = []
     judged = arrays.judged
@@ -99,7 +99,7 @@ def test_a_large_familys_verdicts_as_arrays_are_the_row_by_row_ones(
         given.append(len(found))
         return found
 
-    monkeypatch.setattr(arrays, "ARRAY_ROWS", 100)
+    arrays_from(monkeypatch, 100)
     monkeypatch.setattr(arrays, "judged", counted)
     as_arrays = _judged(rows, rules, can_confirm)
     differ = [(a, b) for a, b in zip(by_row, as_arrays, strict=True) if not _agree(a, b)]
@@ -113,7 +113,7 @@ def test_without_numpy_every_row_is_judged_row_by_row(monkeypatch: pytest.Monkey
     rng = random.Random(7)
     rows = [_row(rng, i, "lower", "s") for i in range(200)]
     by_row = _judged(rows, Rules(), 2)
-    monkeypatch.setattr(arrays, "ARRAY_ROWS", 100)
+    arrays_from(monkeypatch, 100)
     monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` fails, as uninstalled
     assert arrays.judged([(r, r.metrics[0], b["time"]) for r, b in rows], _family(rows),
                          Rules(), 0) == {}
@@ -128,7 +128,7 @@ def test_a_saves_large_family_is_judged_as_arrays_not_screened(
         monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(11)
     rows = [_row(rng, i, "lower", "s") for i in range(200)]
-    monkeypatch.setattr(arrays, "ARRAY_ROWS", 100)
+    arrays_from(monkeypatch, 100)
     screened: list[object] = []
     screen = level_screen.screened
     monkeypatch.setattr(level_screen, "screened",
@@ -148,6 +148,18 @@ def test_a_saves_large_family_is_judged_as_arrays_not_screened(
         elif mine.basis != verdict.basis:
             assert level_screen.SCREENED in mine.basis and mine.blind is None
     assert {v.outcome for v in full} >= {"unchanged", "ambiguous", "regressed"}
-    monkeypatch.setattr(arrays, "ARRAY_ROWS", 10**9)
+    arrays_from(monkeypatch, 10**9)
     engine.judge_rows(records, lambda rid: bases[rid], Rules(), levels_only=True)
     assert screened  # a family judged row by row is screened first
+
+
+def test_a_family_is_judged_as_arrays_where_that_repays_numpys_import(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arrays, "available", lambda: True)
+    monkeypatch.setitem(sys.modules, "numpy", object())  # imported already (torch did)
+    assert arrays.worth_it(arrays.ARRAY_ROWS) and not arrays.worth_it(arrays.ARRAY_ROWS - 1)
+    monkeypatch.setitem(sys.modules, "numpy", None)  # not imported so far
+    assert not arrays.worth_it(arrays.ARRAY_ROWS_TO_IMPORT - 1)
+    assert arrays.worth_it(arrays.ARRAY_ROWS_TO_IMPORT)
+    monkeypatch.setattr(arrays, "available", lambda: False)  # not installed
+    assert not arrays.worth_it(10**6)

@@ -10,7 +10,13 @@ import json
 import random
 
 import pytest
-from hpml_testing import FAST, baseline_file, random_sweep_row, save_in_processes
+from hpml_testing import (
+    FAST,
+    arrays_from,
+    baseline_file,
+    random_sweep_row,
+    save_in_processes,
+)
 
 from pytest_hpml.compare import engine, level_screen
 from pytest_hpml.compare.stored import Stored
@@ -59,8 +65,13 @@ def test_a_screened_verdict_is_the_full_judgements_outcome(seed: int) -> None:
     assert 0.2 * len(rows) < screened < len(rows)
 
 
+@pytest.mark.parametrize("as_arrays", [False, True], ids=["row by row", "as arrays"])
 def test_a_save_of_a_sweep_screens_its_rows_and_starts_a_level_for_the_one_that_moved(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, as_arrays: bool) -> None:
+    # Judged as arrays (numpy imported, compare/arrays.py), the rows skip the screen.
+    if as_arrays:
+        pytest.importorskip("numpy")
+    arrays_from(monkeypatch, 100 if as_arrays else 10**9)
     sweep = """
 import os
 
@@ -87,7 +98,10 @@ def test_sweep(hpml):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*1 metric(s) changed beyond what this machine can detect*"
                                  "size=7*"])
-    assert asked.count("unchanged") == 199 and asked.count("judged in full") == 1
+    if as_arrays:
+        assert asked == []
+    else:
+        assert asked.count("unchanged") == 199 and asked.count("judged in full") == 1
     rows = {r["id"]: r["metrics"][0] for r in json.loads(
         baseline_file(pytester.path / "baselines").read_text(encoding="utf-8"))["records"]}
     moved = rows.pop("test_sweep.py::test_sweep[size=7]")

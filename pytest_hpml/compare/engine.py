@@ -159,7 +159,7 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
         if len(rows) < 2:
             continue
         by_label: dict[str, list[RowShare]] = {}
-        if len(rows) >= arrays.ARRAY_ROWS:
+        if arrays.worth_it(len(rows)):
             _share_as_arrays(memo, rows)
         if len(rows) >= MIN_POOLED_ROWS:
             for row in rows:
@@ -227,7 +227,7 @@ def _judge_rows(records: list[Record], rows: list[Record],
         for r in rows for m in r.metrics)
     # A family's floor and alpha come from all its rows, screened or not, judged now or not.
     found = families(records, bases, memo) if weighed else {}
-    if any(f.rows >= arrays.ARRAY_ROWS for f in found.values()):
+    if any(arrays.worth_it(f.rows) for f in found.values()):
         _in_arrays(rows, bases, found, rules, can_confirm, advice, decided, screened)
     for record in rows:
         judge(record, bases[record.id], rules, can_confirm, advice, said, found,
@@ -246,7 +246,7 @@ def _in_arrays(rows: list[Record], bases: dict[str, dict[str, Stored]], found: F
             key = (record.test or record.id, m.name)
             old, family = base.get(m.name), found.get(key)
             if old is not None and m.name not in done and family is not None and \
-                    family.rows >= arrays.ARRAY_ROWS:
+                    arrays.worth_it(family.rows):
                 by_family.setdefault(key, []).append((record, m, old))
     for key, members in by_family.items():
         for (rid, name), verdict in arrays.judged(members, found[key], rules, can_confirm,
@@ -255,16 +255,15 @@ def _in_arrays(rows: list[Record], bases: dict[str, dict[str, Stored]], found: F
 
 
 def _array_families(records: list[Record]) -> set[tuple[str, str]]:
-    """The (test, metric) of the families compare/arrays.py will judge: ARRAY_ROWS rows or
-    more, where numpy is installed."""
-    if len(records) < arrays.ARRAY_ROWS or not arrays.available():
+    """The (test, metric) of the families compare/arrays.py will judge (arrays.worth_it)."""
+    if len(records) < arrays.ARRAY_ROWS:
         return set()
     rows: dict[tuple[str, str], int] = {}
     for record in records:
         for m in record.metrics:
             key = (record.test or record.id, m.name)
             rows[key] = rows.get(key, 0) + 1
-    return {key for key, count in rows.items() if count >= arrays.ARRAY_ROWS}
+    return {key for key, count in rows.items() if arrays.worth_it(count)}
 
 
 def _screen(record: Record, base: dict[str, Stored], rules: Rules,
