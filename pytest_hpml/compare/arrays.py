@@ -11,7 +11,10 @@ change, Noise.mdc) are the same formulas, taken over all the family's rows of on
 same saves, the same processes now) at once. Only the verdicts that need nothing more are given
 here: a change within the tolerance (`unchanged`), one the noise hides (`ambiguous`), with the
 blind spot where there is one. A change that would be caught, or confirmed, or the rank test
-asked, is left to the full judgement with every other row; so is every row of another kind.
+asked, is left to the full judgement with every other row; so is every row of another kind. A
+save asks only whether a change starts a new level: a change within the tolerance gets the
+level screen's verdict, one the noise hides its detectable change without the noise in words
+or the blind spot, as the screen gives them (compare/level_screen.py).
 
 The sums are numpy's (pairwise), not math.fsum's: the numbers agree to the last digits, not
 bit for bit (tests/test_array_judgement.py compares every verdict with the full judgement's).

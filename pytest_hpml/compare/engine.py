@@ -217,8 +217,8 @@ def _judge_rows(records: list[Record], rows: list[Record],
                 memo: FamilyMemo | None) -> None:
     bases = {record.id: stored_of(record.id) for record in records}
     screened = levels_only and not can_confirm
-    # The rows of a family judged as arrays skip the screen: the arrays answer in full for
-    # less than the screen's Python (0.13 s of a 10 000-row save).
+    # The rows of a family judged as arrays skip the screen: the arrays answer for less than
+    # the screen's Python (0.13 s of a 10 000-row save).
     skipped = _array_families(records) if screened else set()
     decided = {record.id: _screen(record, bases[record.id], rules, skipped)
                for record in rows} if screened else {}
