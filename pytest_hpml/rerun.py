@@ -186,7 +186,7 @@ def preload(config: pytest.Config | None = None, torch: bool | None = None) -> l
     otherwise spent for a suite that never imports it: a JSON library's). A process at a git
     ref runs REF's code under test with this harness, the same one that measures this side."""
     torch = tests_import_torch(config) if torch is None else torch
-    return [*(["torch"] if torch else []), "pytest", plugin.__name__, *plugin.pytest_plugins,
+    return [*(["torch"] if torch else []), "pytest", plugin.__name__, *plugin.HOOK_MODULES,
             *_plugin_modules(config)]
 
 
@@ -201,7 +201,7 @@ def _plugin_modules(config: pytest.Config | None) -> list[str]:
     installed = {getattr(p, "__name__", "") for p, _ in manager.list_plugin_distinfo()}
     names = [p.__name__ for p in manager.get_plugins() if isinstance(p, types.ModuleType)
              and (p.__name__.startswith("_pytest.") or p.__name__ in installed)]
-    return sorted(set(names) - {plugin.__name__, *plugin.pytest_plugins})
+    return sorted(set(names) - {plugin.__name__, *plugin.HOOK_MODULES})
 
 
 _starting: list[threading.Thread] = []  # the forkserver's start, while it imports

@@ -16,7 +16,7 @@ from pytest_hpml import plugin
 PACKAGE = Path(plugin.__file__).resolve().parent
 STAGES = ("measure", "compare", "machine", "report", "distributed")
 #: Hook modules: what plugin.py wires, and the fixture's object.
-HOOKS = {*plugin.pytest_plugins, "pytest_hpml.plugin", "pytest_hpml.fixture",
+HOOKS = {*plugin.HOOK_MODULES, "pytest_hpml.plugin", "pytest_hpml.fixture",
          "pytest_hpml.recorder"}
 
 
