@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_hpml.compare import level_screen, modes
@@ -89,6 +89,11 @@ def available() -> bool:
 Row = tuple[Record, Metric, Stored]
 
 
+def _runs(old: Stored) -> list[float]:
+    """Stored.runs, read only: not copied (a list a row for 10 000 rows, twice)."""
+    return old.history or [old.value]
+
+
 def _measured_only(now: Replicates, old: Stored) -> bool:
     """Whether the metric's only series is the values as measured (evidence.series)."""
     return not ((now.relative is not None and (old.relative_history or old.relative))
@@ -137,7 +142,7 @@ def judged(rows: Sequence[Row], family: Family, rules: Rules, can_confirm: int,
         now = record.values_of(m.name)
         if _kind_judged_here(m, now, old):
             saves = tuple(old.history_saves) if old.history and old.history_saves else None
-            shapes.setdefault((len(old.runs), saves, len(now.values)), []).append((row, now))
+            shapes.setdefault((len(_runs(old)), saves, len(now.values)), []).append((row, now))
     found: dict[tuple[str, str], Verdict] = {}
     np = _numpy() if shapes else None
     if np is None:
@@ -166,10 +171,10 @@ def shares(members: Sequence[Member]) -> dict[tuple[str, str], RowShare]:
         _, _, now, old = member
         if now.values and _measured_only(now, old):
             saves = tuple(old.history_saves) if old.history and old.history_saves else None
-            shapes.setdefault((len(old.runs), saves, len(now.values)), []).append(member)
+            shapes.setdefault((len(_runs(old)), saves, len(now.values)), []).append(member)
     found: dict[tuple[str, str], RowShare] = {}
     for (h, saves, k), rows in shapes.items():
-        history = np.array([old.runs for *_, old in rows], dtype=float).reshape(-1, h)
+        history = np.array([_runs(old) for *_, old in rows], dtype=float).reshape(-1, h)
         now = np.array([now.values for _, _, now, _ in rows], dtype=float).reshape(-1, k)
         positive = _positive(np, history) & _positive(np, now)
         if not positive.all():
@@ -201,7 +206,7 @@ def _squares_within(np: Any, groups: list[Any], now_logs: Any) -> tuple[Any, int
 def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
                  saves: list[int] | None, k: int, asked: _Asked
                  ) -> dict[tuple[str, str], Verdict]:
-    history = np.array([row[2].runs for row, _ in members], dtype=float).reshape(-1, h)
+    history = np.array([_runs(row[2]) for row, _ in members], dtype=float).reshape(-1, h)
     now = np.array([values.values for _, values in members], dtype=float).reshape(-1, k)
     ordinary = _one_mode(np, history, now, members)
     if not ordinary.all():
@@ -215,29 +220,34 @@ def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
     if asked.levels_only:
         # A change within the tolerance starts no level, whatever the noise: said as the
         # level screen says it, the noise not weighed.
-        weighed = []
+        weighed, words = [], {}
         for i, ((record, m, old), _) in enumerate(members):
-            if abs(float(change[i])) <= tolerances[i]:
+            tol, c = tolerances[i], float(change[i])
+            if abs(c) <= tol:
+                if tol not in words:  # one tolerance for most rows: said once
+                    words[tol] = within_tolerance_words(tol)
                 found[record.id, m.name] = level_screen.said(
-                    "unchanged", within_tolerance_words(tolerances[i]), m, old,
-                    float(current[i]), float(change[i]), k)
+                    "unchanged", words[tol], m, old, float(current[i]), c, k,
+                    float(reference[i]))
             else:
                 weighed.append(i)
     noise = _noise(np, np.log(history[weighed]), saves, np.log(now[weighed]),
                    [members[i][0] for i in weighed], rules, asked.family)
     for n, i in zip(noise, weighed, strict=True):
         (record, m, old), _ = members[i]
-        verdict = _verdict(m, old, n, float(change[i]), tolerances[i], k, asked)
+        verdict = _verdict(m, old, n, (float(reference[i]), float(current[i]), float(change[i])),
+                           tolerances[i], k, asked)
         if verdict is not None:
-            found[record.id, m.name] = replace(verdict, baseline=float(reference[i]),
-                                               current=float(current[i]))
+            found[record.id, m.name] = verdict
     return found
 
 
-def _verdict(m: Metric, old: Stored, n: Noise, c: float, tol: float, k: int, asked: _Asked
-             ) -> Verdict | None:
-    """verdicts._verdict of an ordinary row whose noise is `n` and change `c`, where it needs
-    nothing more (None: a suspicion, or a change caught: the full judgement's)."""
+def _verdict(m: Metric, old: Stored, n: Noise, levels: tuple[float, float, float], tol: float,
+             k: int, asked: _Asked) -> Verdict | None:
+    """verdicts._verdict of an ordinary row whose noise is `n` and whose `levels` are its
+    stored and current medians and the change between them, where it needs nothing more
+    (None: a suspicion, or a change caught: the full judgement's)."""
+    baseline, current, c = levels
     alpha = asked.alpha
     threshold = n.threshold(alpha)
     mdc = max(tol, math.expm1(threshold) if threshold < 700 else math.inf)
@@ -252,8 +262,8 @@ def _verdict(m: Metric, old: Stored, n: Noise, c: float, tol: float, k: int, ask
         return None  # caught: regressed or improved, with the family's tails and the
         # machine's moves weighed first
     elif asked.levels_only:
-        return Verdict("ambiguous", unit=m.unit, change=c, mdc=mdc, processes=k,
-                       basis=not_caught(c, mdc, level_screen.SCREENED),
+        return Verdict("ambiguous", unit=m.unit, baseline=baseline, current=current, change=c,
+                       mdc=mdc, processes=k, basis=not_caught(c, mdc, level_screen.SCREENED),
                        accepted=old.last_accepted())
     else:
         outcome, basis = "ambiguous", not_caught(c, mdc, n.describe())
@@ -261,8 +271,9 @@ def _verdict(m: Metric, old: Stored, n: Noise, c: float, tol: float, k: int, ask
     noisy = max(0.0, math.expm1(threshold) if threshold < 700 else math.inf)
     blind = blind_spot(n, noisy, rules.max_detectable, alpha, asked.advice) \
         if rules.max_detectable and noisy > rules.max_detectable else None
-    return Verdict(outcome, unit=m.unit, change=c, mdc=mdc, basis=basis, relative=False,
-                   p_value=None, accepted=old.last_accepted(), blind=blind, processes=k)
+    return Verdict(outcome, unit=m.unit, baseline=baseline, current=current, change=c, mdc=mdc,
+                   basis=basis, relative=False, p_value=None, accepted=old.last_accepted(),
+                   blind=blind, processes=k)
 
 
 def _one_mode(np: Any, history: Any, now: Any, members: list[tuple[Row, Replicates]]) -> Any:

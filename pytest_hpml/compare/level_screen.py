@@ -77,8 +77,9 @@ def screened(current: Metric, now: Replicates, base: Stored, rules: Rules) -> Ve
 
 
 def said(outcome: str, what: str, current: Metric, base: Stored, value: float, change: float,
-         processes: int) -> Verdict:
-    """A screened verdict: `what` it rests on, with no detectable change or blind spot."""
-    return Verdict(outcome, current.unit, base.reference, value, change,
-                   basis=f"{what}; {SCREENED}", processes=processes,
+         processes: int, reference: float | None = None) -> Verdict:
+    """A screened verdict: `what` it rests on, with no detectable change or blind spot;
+    `reference`: base.reference, where the caller has it."""
+    return Verdict(outcome, current.unit, base.reference if reference is None else reference,
+                   value, change, basis=f"{what}; {SCREENED}", processes=processes,
                    accepted=base.last_accepted())
