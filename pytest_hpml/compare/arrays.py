@@ -94,6 +94,22 @@ def _runs(old: Stored) -> list[float]:
     return old.history or [old.value]
 
 
+#: Rows of one shape have as many stored runs, grouped by the same saves, and as many
+#: processes now: their values make one array each.
+Shape = tuple[int, tuple[int, ...] | None, int]
+
+
+def _shape(now: Replicates, old: Stored) -> Shape:
+    saves = tuple(old.history_saves) if old.history and old.history_saves else None
+    return len(_runs(old)), saves, len(now.values)
+
+
+def _occasions(logs: Any, saves: list[int] | None) -> list[Any]:
+    """The columns of `logs` (rows by stored runs) that each save added (noise.occasions)."""
+    found = [g for g in occasions(list(range(logs.shape[1])), saves) if g]
+    return [logs[:, g[0]:g[-1] + 1] for g in found]
+
+
 def _measured_only(now: Replicates, old: Stored) -> bool:
     """Whether the metric's only series is the values as measured (evidence.series)."""
     return not ((now.relative is not None and (old.relative_history or old.relative))
@@ -136,13 +152,12 @@ def judged(rows: Sequence[Row], family: Family, rules: Rules, can_confirm: int,
     save's question, which confirms nothing): a change within the tolerance gets the level
     screen's verdict, one the noise hides a verdict without the noise in words or the blind
     spot, as the screen's (compare/level_screen.py); the outcomes are the full judgement's."""
-    shapes: dict[tuple[int, tuple[int, ...] | None, int], list[tuple[Row, Replicates]]] = {}
+    shapes: dict[Shape, list[tuple[Row, Replicates]]] = {}
     for row in rows:
         record, m, old = row
         now = record.values_of(m.name)
         if _kind_judged_here(m, now, old):
-            saves = tuple(old.history_saves) if old.history and old.history_saves else None
-            shapes.setdefault((len(_runs(old)), saves, len(now.values)), []).append((row, now))
+            shapes.setdefault(_shape(now, old), []).append((row, now))
     found: dict[tuple[str, str], Verdict] = {}
     np = _numpy() if shapes else None
     if np is None:
@@ -166,12 +181,11 @@ def shares(members: Sequence[Member]) -> dict[tuple[str, str], RowShare]:
     np = _numpy() if members else None
     if np is None:
         return {}
-    shapes: dict[tuple[int, tuple[int, ...] | None, int], list[Member]] = {}
+    shapes: dict[Shape, list[Member]] = {}
     for member in members:
         _, _, now, old = member
         if now.values and _measured_only(now, old):
-            saves = tuple(old.history_saves) if old.history and old.history_saves else None
-            shapes.setdefault((len(_runs(old)), saves, len(now.values)), []).append(member)
+            shapes.setdefault(_shape(now, old), []).append(member)
     found: dict[tuple[str, str], RowShare] = {}
     for (h, saves, k), rows in shapes.items():
         history = np.array([_runs(old) for *_, old in rows], dtype=float).reshape(-1, h)
@@ -181,8 +195,7 @@ def shares(members: Sequence[Member]) -> dict[tuple[str, str], RowShare]:
             history, now = history[positive], now[positive]
             rows = [row for row, kept in zip(rows, positive, strict=True) if kept]
         logs, now_logs = np.log(history), np.log(now)
-        stored = [g for g in occasions(list(range(h)), list(saves) if saves else None) if g]
-        squares, dof = _squares_within(np, [logs[:, g[0]:g[-1] + 1] for g in stored],
+        squares, dof = _squares_within(np, _occasions(logs, list(saves) if saves else None),
                                        now_logs)
         change = now_logs.mean(axis=1) - logs.mean(axis=1)
         for i, (rid, name, _, _) in enumerate(rows):
@@ -287,7 +300,7 @@ def _one_mode(np: Any, history: Any, now: Any, members: list[tuple[Row, Replicat
         could = ordinary & (logs[:, -2] - logs[:, 1] >= modes.MODE_GAP)
         for i in np.flatnonzero(could):
             (_, _, old), now_values = members[i]
-            ordinary[i] = modes.modal(old.runs, list(now_values.values)) is None
+            ordinary[i] = modes.modal(_runs(old), list(now_values.values)) is None
     return ordinary
 
 
@@ -298,16 +311,16 @@ def _noise(np: Any, logs: Any, saves: list[int] | None, now_logs: Any, rows: lis
     processes now."""
     n, h = logs.shape
     k = now_logs.shape[1]
-    stored = [g for g in occasions(list(range(h)), saves) if g]  # the runs' indices by save
-    squares, dof = _squares_within(np, [logs[:, g[0]:g[-1] + 1] for g in stored], now_logs)
+    stored = _occasions(logs, saves)
+    squares, dof = _squares_within(np, stored, now_logs)
     between = np.sqrt(squares / dof) if dof else None
     drift_dof = None
     if len(stored) >= DRIFT_MIN_SAVES:
-        means = np.stack([logs[:, g[0]:g[-1] + 1].mean(axis=1) for g in stored], axis=1)
+        means = np.stack([g.mean(axis=1) for g in stored], axis=1)
         spread = means - means.mean(axis=1, keepdims=True)
         variance = (spread * spread).sum(axis=1) / (len(stored) - 1)
         explained = (0.0 if between is None else between * between) * \
-            sum(1 / len(g) for g in stored) / len(stored)
+            sum(1 / g.shape[1] for g in stored) / len(stored)
         drift = np.sqrt(np.maximum(0.0, variance - explained))
         drift_dof = len(stored) - 1
     else:
