@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -293,3 +294,27 @@ def test_a_strict_run_fails_a_blind_spot_and_says_what_would_narrow_it(
                                  "here*"])
     pytester.makeini("[pytest]\nhpml_strict_blind_spots = true\n")
     _run(pytester, [1.05], "--hpml-compare", "--hpml-confirm=0").assert_outcomes(failed=1)
+
+
+def test_the_processes_a_blind_spot_needs_are_the_fewest_whose_noise_would_narrow_it() -> None:
+    # processes_for takes each scaled noise's threshold from its numbers; the definition is
+    # the Noise of that many processes on each side, asked one count after another.
+    rng = random.Random(11)
+    found = []
+    for _ in range(400):
+        n = noise.Noise(rng.uniform(0.01, 0.6), dof=rng.randint(1, 8), within=0.0,
+                        drift=rng.choice([0.0, rng.uniform(0.0, 0.2)]),
+                        drift_dof=rng.choice([None, 2, 4]), saves=rng.randint(1, 6),
+                        runs_now=rng.randint(1, 5), runs_before=rng.randint(1, 6))
+        limit, alpha = rng.choice([0.1, 0.3, 0.5, 1.0]), rng.choice([0.01, 0.001, 1e-5])
+
+        def scaled(k: int, n: noise.Noise = n) -> noise.Noise:
+            before, now = max(k, n.runs_before), max(k, n.runs_now)
+            return noise.Noise(n.between, max(n.dof, before + now - 2), 0.0, n.drift,
+                               n.drift_dof, n.saves, now, before)
+
+        fewest = next((k for k in range(2, 21) if scaled(k).mdc(0.0, alpha) <= limit), None)
+        assert n.processes_for(limit, alpha) == fewest
+        found.append(fewest)
+    # Every kind of answer was asked for: none would, a few, many.
+    assert None in found and any(k and k <= 4 for k in found) and any(k and k > 8 for k in found)
