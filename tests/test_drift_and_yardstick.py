@@ -318,3 +318,19 @@ def test_the_processes_a_blind_spot_needs_are_the_fewest_whose_noise_would_narro
         found.append(fewest)
     # Every kind of answer was asked for: none would, a few, many.
     assert None in found and any(k and k <= 4 for k in found) and any(k and k > 8 for k in found)
+
+
+def test_a_suspicion_one_more_process_could_catch_is_confirmed_though_three_could_not() -> None:
+    from pytest_hpml.compare.detectable import confirms
+
+    # A drift learned over 2 degrees of freedom beside a small spread between processes: one
+    # more process narrows the detectable change, and each after it widens it again, as the
+    # degrees of freedom of the whole fall toward the drift's.
+    n = noise.Noise(0.03, dof=1, within=0.0, drift=0.042, drift_dof=2, saves=3, runs_now=1,
+                    runs_before=4)
+    now = n.mdc(0.05, 0.001)
+    detectable = [n.mdc(0.05, 0.001, runs_now=1 + more, extra_dof=more) for more in (1, 2, 3)]
+    assert detectable[0] < 0.75 < min(now, detectable[2])
+    assert confirms(n, 0.75, now, 1, 3, 0.05, 0.001)
+    # A change no count could catch is not measured again.
+    assert not confirms(n, 0.70, now, 1, 3, 0.05, 0.001)

@@ -28,8 +28,10 @@ def confirms(n: Noise | None, change: float, mdc: float, processes: int, extra: 
 
 def _confirmation_could_catch(n: Noise | None, change: float, processes: int, extra: int,
                               tol: float, alpha: float) -> bool:
-    """Whether `extra` more processes, as noisy as those seen so far, could bring the detectable
-    change below this change: if not, running them would only cost time."""
+    """Whether up to `extra` more processes, as noisy as those seen so far, could bring the
+    detectable change below this change: if not, running them would only cost time. Each count
+    is asked, not only the most: where a learned drift is left, more processes can widen the
+    detectable change (noise.Noise.processes_for), so one more may catch what three would not."""
     if n is None:
         return True
     if n.between is None and not n.pooled_drift:
@@ -38,4 +40,5 @@ def _confirmation_could_catch(n: Noise | None, change: float, processes: int, ex
         # The spread between processes is unknown until they run; the drift between occasions
         # a sweep's rows have shown is not, and no number of processes lowers what it hides.
         return beyond(change, n.drift_mdc(tol, alpha))
-    return beyond(change, n.mdc(tol, alpha, runs_now=processes + extra, extra_dof=extra))
+    return any(beyond(change, n.mdc(tol, alpha, runs_now=processes + more, extra_dof=more))
+               for more in range(1, extra + 1))
