@@ -17,76 +17,18 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_hpml.plain_numbers import plain_number as _plain_number
 from pytest_hpml.replicates import Replicates
+from pytest_hpml.verdict import VERDICTS as VERDICTS
+from pytest_hpml.verdict import Accepted as Accepted
+from pytest_hpml.verdict import Verdict
 
 Better = Literal["lower", "higher"] | None
 Kind = Literal["measured", "check", "reference", "setting"]
 KINDS: tuple[str, ...] = ("measured", "check", "reference", "setting")
-VERDICTS = ("improved", "unchanged", "regressed", "ambiguous", "new", "missing", "suspect",
-            "incomparable", "unconfirmed")
-
-
-@dataclass(frozen=True)
-class Accepted:
-    """A change a save accepted as a metric's new level: when, and the level before and after
-    (in the unit of the verdict that carries it)."""
-
-    on: str  # ISO 8601 date and time of the save
-    before: float
-    after: float
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """How a measured metric of this run compares with its evidence (a stored baseline, the
-    code at a git ref measured now, another report), and what that rests on: a value beside the
-    measurement, made by the comparison engine (pytest_hpml.compare.engine)."""
-
-    outcome: str  # one of VERDICTS
-    unit: str = ""  # of `baseline` and `current` (the baseline's values are converted to it)
-    baseline: float | None = None  # the stored value the change is measured from
-    current: float | None = None  # the value the verdict rests on: the median of the processes
-    change: float | None = None  # relative change from `baseline`
-    mdc: float | None = None  # the smallest relative change this machine can detect
-    basis: str | None = None  # what the verdict rests on, in words
-    # The change is relative to the machine's yardstick, not as measured.
-    relative: bool = False
-    p_value: float | None = None  # of the rank test, where one was run
-    accepted: Accepted | None = None  # the stored level's last accepted change
-    # A blind spot: the detectable change exceeds --hpml-max-detectable; what it cannot see
-    # and what would narrow it, in words.
-    blind: str | None = None
-    processes: int | None = None  # this run's processes behind `current`
-
-    def __post_init__(self) -> None:
-        if self.outcome not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS}, not {self.outcome!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        # Field by field (asdict's recursion took 1.2 s for a 10 000-row sweep's verdicts);
-        # the accepted level is the one nested value.
-        data = {}
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
-            if value is None or value is False or value == "":
-                continue
-            data[name] = asdict(value) if isinstance(value, Accepted) else value
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        known = cls.__dataclass_fields__
-        fields = {k: v for k, v in data.items() if k in known}
-        accepted = fields.get("accepted")
-        # Reports of pytest-hpml 0.2 said the accepted level in words: not read back.
-        fields["accepted"] = Accepted(**accepted) if isinstance(accepted, dict) else None
-        return cls(**fields)
-
-
 def check_measurement(name: str, value: Any, unit: str = "", better: Better = None,
                       kind: str = "measured", samples: Any = None, tolerance: Any = None,
                       source: str | None = None) -> tuple[float, list[float] | None]:

@@ -19,7 +19,10 @@ from pytest_hpml.compare import arrays, engine, level_screen
 from pytest_hpml.compare.families import Family
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import Rules
+from pytest_hpml.report.lines import LINES_PER_METRIC
+from pytest_hpml.report.verdict_lines import blind_spot_lines, verdict_lines
 from pytest_hpml.results import Metric, Record, Replicates, Verdict
+from pytest_hpml.verdict import Worded
 
 
 def _row(rng: random.Random, i: int, better: str | None, unit: str
@@ -163,3 +166,28 @@ def test_a_family_is_judged_as_arrays_where_that_repays_numpys_import(
     assert arrays.worth_it(arrays.ARRAY_ROWS_TO_IMPORT)
     monkeypatch.setattr(arrays, "available", lambda: False)  # not installed
     assert not arrays.worth_it(10**6)
+
+
+def test_a_sweeps_verdicts_are_put_in_words_only_where_they_are_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(3)
+    rows = [_row(rng, i, "lower", "s") for i in range(300)]
+    rules = Rules(max_detectable=0.3)
+    arrays_from(monkeypatch, 100)
+    said: list[object] = []
+    words = arrays._words
+    monkeypatch.setattr(arrays, "_words", lambda *a: said.append(a) or words(*a))
+    records = _copies(rows)
+    engine.judge_rows(records, {r.id: b for r, b in rows}.__getitem__, rules, 0)
+    worded = [v for r in records for v in r.verdicts.values() if isinstance(v, Worded)]
+    blind = [v for v in worded if v.has_blind_spot]
+    assert len(worded) >= 150 and len(blind) > LINES_PER_METRIC and not said
+    spots = sum(v.has_blind_spot for r in records for v in r.verdicts.values())
+    # The terminal's lines put in words only the blind spots they show ...
+    lines = verdict_lines(records) + blind_spot_lines(records)
+    assert 0 < len(said) < LINES_PER_METRIC
+    # ... and are those of the verdicts made with their words.
+    for record in records:
+        record.verdicts = {k: Verdict.from_dict(v.to_dict()) for k, v in record.verdicts.items()}
+    assert lines == verdict_lines(records) + blind_spot_lines(records)
+    assert sum(v.has_blind_spot for r in records for v in r.verdicts.values()) == spots

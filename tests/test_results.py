@@ -105,3 +105,40 @@ def test_json_safe_writes_every_non_finite_number_as_null_in_lists_of_any_kind()
                      "mixed": ["x", 1.0, None], "flags": [True, 1], "huge": [1e308, 1e308],
                      "empty": []}
     assert type(found["samples"]) is list  # a tuple is written as JSON's array
+
+
+def test_a_worded_verdict_says_its_words_once_read_and_is_the_verdict_made_with_them() -> None:
+    import pickle
+    from dataclasses import replace
+
+    from pytest_hpml.verdict import Worded
+
+    asked: list[int] = []
+
+    def words() -> tuple[str, str]:
+        asked.append(1)
+        return "within the 10.0 % tolerance; spread 3.0 %", "cannot detect a 1.50x slowdown"
+
+    def worded() -> Worded:
+        return Worded("unchanged", unit="s", baseline=1.0, current=1.02, change=0.02, mdc=0.5,
+                      processes=1, words=words, blind_spot=True)
+
+    plain = Verdict("unchanged", unit="s", baseline=1.0, current=1.02, change=0.02, mdc=0.5,
+                    processes=1, basis="within the 10.0 % tolerance; spread 3.0 %",
+                    blind="cannot detect a 1.50x slowdown")
+    v = worded()
+    assert v.has_blind_spot and v.outcome == "unchanged" and not asked
+    assert v == plain and plain == v and hash(v) == hash(plain) and len(asked) == 1
+    assert v.basis == plain.basis and v.blind == plain.blind and len(asked) == 1  # said once
+    assert v.to_dict() == plain.to_dict() and repr(v).endswith(repr(plain)[len("Verdict"):])
+    copied = pickle.loads(pickle.dumps(worded()))
+    assert type(copied) is Verdict and copied == plain
+    # A copy with its basis changed keeps that, and says its blind spot when read.
+    changed = evolve(worded(), outcome="ambiguous", basis="held")
+    assert (changed.outcome, changed.basis, changed.blind) == (
+        "ambiguous", "held", plain.blind)
+    assert replace(worded(), basis="noted").to_dict() == {**plain.to_dict(), "basis": "noted"}
+    # Without a blind spot, none is said; a verdict made with words has them as given.
+    clear = Worded("unchanged", words=lambda: ("fine", None))
+    assert not clear.has_blind_spot and clear.blind is None and clear.basis == "fine"
+    assert Worded("new", basis="first").basis == "first" and not Verdict("new").has_blind_spot

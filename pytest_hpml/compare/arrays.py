@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pytest_hpml.compare import level_screen, modes
@@ -51,6 +52,7 @@ from pytest_hpml.compare.verdicts import (
 )
 from pytest_hpml.measure.stats import median_uncertainty
 from pytest_hpml.results import Metric, Record, Replicates, Verdict
+from pytest_hpml.verdict import Worded
 
 #: A family of this many rows or more is judged as arrays where numpy is imported already (a
 #: suite of torch's): 100 rows took 5.5 ms so, 8.2 ms row by row; 1 000 rows 36 ms and 59 ms.
@@ -264,8 +266,9 @@ def _verdict(m: Metric, old: Stored, n: Noise, levels: tuple[float, float, float
     alpha = asked.alpha
     threshold = n.threshold(alpha)
     mdc = max(tol, math.expm1(threshold) if threshold < 700 else math.inf)
+    basis: str | Callable[[str], str]  # its words, or a function of the noise's words
     if abs(c) <= tol:
-        outcome, basis = "unchanged", within_tolerance(tol, n.describe())
+        outcome, basis = "unchanged", partial(within_tolerance, tol)
     elif m.better is None:
         outcome, basis = "ambiguous", NO_DIRECTION  # a count, a size: never judged
     elif (c > 0 if m.better == "lower" else c < 0) and asked.can_confirm and confirms(
@@ -279,14 +282,23 @@ def _verdict(m: Metric, old: Stored, n: Noise, levels: tuple[float, float, float
                        mdc=mdc, processes=k, basis=not_caught(c, mdc, level_screen.SCREENED),
                        accepted=old.last_accepted())
     else:
-        outcome, basis = "ambiguous", not_caught(c, mdc, n.describe())
+        outcome, basis = "ambiguous", partial(not_caught, c, mdc)
     rules = asked.rules
     noisy = max(0.0, math.expm1(threshold) if threshold < 700 else math.inf)
-    blind = blind_spot(n, noisy, rules.max_detectable, alpha, asked.advice) \
-        if rules.max_detectable and noisy > rules.max_detectable else None
-    return Verdict(outcome, unit=m.unit, baseline=baseline, current=current, change=c, mdc=mdc,
-                   basis=basis, relative=False, p_value=None, accepted=old.last_accepted(),
-                   blind=blind, processes=k)
+    blind = bool(rules.max_detectable and noisy > rules.max_detectable)
+    # Said when read: most of a sweep's verdicts are counted, not shown (verdict.Worded).
+    return Worded(outcome, unit=m.unit, baseline=baseline, current=current, change=c, mdc=mdc,
+                  relative=False, p_value=None, accepted=old.last_accepted(), processes=k,
+                  blind_spot=blind, words=partial(_words, basis, n, noisy, blind, rules,
+                                                  alpha, asked.advice))
+
+
+def _words(basis: str | Callable[[str], str], n: Noise, noisy: float, blind: bool,
+           rules: Rules, alpha: float, advice: Advice) -> tuple[str, str | None]:
+    """A verdict's basis (`basis` with the noise in words) and its blind spot, where it has one
+    (`noisy`: the detectable change without the tolerance)."""
+    said = basis if isinstance(basis, str) else basis(n.describe())
+    return said, blind_spot(n, noisy, rules.max_detectable, alpha, advice) if blind else None
 
 
 def _one_mode(np: Any, history: Any, now: Any, members: list[tuple[Row, Replicates]]) -> Any:

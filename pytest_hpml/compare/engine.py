@@ -379,7 +379,7 @@ def failures(record: Record, rules: Rules) -> list[str]:
                          f"unconfirmed (--fail-unconfirmed): {v.basis}")
         elif v.outcome == "incomparable":
             lines.append(f"{where(record)} {name}: {v.basis}")
-        if rules.strict_blind and v.blind and not (m is not None and m.derived_from):
+        if rules.strict_blind and v.has_blind_spot and not (m is not None and m.derived_from):
             lines.append(f"{where(record)} {name}: a blind spot (--hpml-strict-blind-spots): "
                          f"{v.blind}")
     return lines

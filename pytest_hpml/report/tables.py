@@ -7,6 +7,7 @@ import re
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pytest_hpml.report.escaping import for_markdown, for_terminal
@@ -258,7 +259,8 @@ def comparison_row(r: Record, name: str, v: Verdict) -> list[str]:
         "" if v.change is None
         else f"{v.change:+.1%}{YARDSTICK_MARK if v.relative else ''}",
         v.outcome,
-        "" if v.mdc is None else format_detectable(v.mdc) + (" (blind)" if v.blind else ""),
+        "" if v.mdc is None else format_detectable(v.mdc) + (" (blind)" if v.has_blind_spot
+                                                             else ""),
     ]
 
 
@@ -267,11 +269,17 @@ def blind_key(record: Record, name: str) -> tuple[str, str, str]:
     return BLIND_MARK.rstrip(":"), record.experiment.rsplit("::", 1)[-1], name
 
 
-def blind_spots(records: list[Record]) -> list[tuple[Record, str, str]]:
-    """(row, metric, what it cannot see) of every blind spot; a metric derived from a timing
-    shares its timing's, said once."""
-    return [(r, name, v.blind) for r in records for name, v in r.verdicts.items()
-            if v.blind and not (r.metric(name) and r.metric(name).derived_from)]
+def blind_spots(records: list[Record]) -> list[tuple[Record, str, Verdict]]:
+    """(row, metric, verdict) of every blind spot (its `blind` says what it cannot see, put in
+    words where it is read: a sweep's thousands are counted, a few shown); a metric derived
+    from a timing shares its timing's, said once."""
+    return [(r, name, v) for r in records for name, v in r.verdicts.items()
+            if v.has_blind_spot and not (r.metric(name) and r.metric(name).derived_from)]
+
+
+def _blind_note(record: Record, name: str, verdict: Verdict) -> str:
+    return (f"{BLIND_MARK} {record.experiment.rsplit('::', 1)[-1]} "
+            + (f"[{_params(record)}] " if record.params else "") + f"{name}: {verdict.blind}")
 
 
 def accepted_note(record: Record, name: str) -> str | None:
@@ -297,9 +305,8 @@ def comparison_table(records: list[Record], title: str = "Comparison with baseli
              "CSV reports"]
     notes += _unique(note for r in records for name in r.verdicts
                      if (note := accepted_note(r, name)))
-    notes += capped([(blind_key(r, name), f"{BLIND_MARK} {r.experiment.rsplit('::', 1)[-1]} "
-                       + (f"[{_params(r)}] " if r.params else "") + f"{name}: {blind}")
-                      for r, name, blind in blind_spots(records)], "are blind spots too",
+    notes += capped([(blind_key(r, name), partial(_blind_note, r, name, v))
+                      for r, name, v in blind_spots(records)], "are blind spots too",
                       "marked (blind) in the table; the JSON report says why of each")
     if any(YARDSTICK_MARK in row[5] for row in rows):
         notes.append(f"{YARDSTICK_MARK}: the change relative to the machine's yardstick (a "

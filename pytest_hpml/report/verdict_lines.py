@@ -50,5 +50,9 @@ def _line(record: Record, name: str, verdict: Verdict) -> str:
 def blind_spot_lines(records: list[Record]) -> list[str]:
     """One line per blind spot, for the terminal summary of a comparison without a report; a
     sweep's rows are counted past the first few."""
-    return capped([(blind_key(r, name), f"{BLIND_MARK} {r.id} {name}: {blind}")
-                   for r, name, blind in blind_spots(records)], "are blind spots too")
+    return capped([(blind_key(r, name), partial(_blind_line, r, name, v))
+                   for r, name, v in blind_spots(records)], "are blind spots too")
+
+
+def _blind_line(record: Record, name: str, verdict: Verdict) -> str:
+    return f"{BLIND_MARK} {record.id} {name}: {verdict.blind}"
