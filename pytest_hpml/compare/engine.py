@@ -159,11 +159,17 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
         if len(rows) < 2:
             continue
         by_label: dict[str, list[RowShare]] = {}
-        if arrays.worth_it(len(rows)):
-            _share_as_arrays(memo, rows)
+        # The rows whose shares the memo holds are asked once (a round of confirmation
+        # changes a few rows of a 10 000-row sweep).
+        fresh = [row for row in rows if not _kept(memo, *row)]
+        if fresh and arrays.worth_it(len(rows)):
+            _share_as_arrays(memo, fresh)
         if len(rows) >= MIN_POOLED_ROWS:
-            for row in rows:
-                for label, share in _shares(memo, *row).items():
+            for row in fresh:
+                if not _kept(memo, *row):  # not taken as arrays: one by one
+                    _shares(memo, *row)
+            for rid, name, _, _ in rows:
+                for label, share in memo[rid, name][2].items():
                     by_label.setdefault(label, []).append(share)
         spreads = {label: spread for label, shares in by_label.items()
                    if (spread := pooled(shares)) is not None}
@@ -172,9 +178,9 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
 
 
 def _share_as_arrays(memo: FamilyMemo, rows: list[tuple[str, str, Replicates, Stored]]) -> None:
-    """The shares of the rows of a large family that `memo` does not hold (compare/arrays.py
-    takes those of ordinary rows together; _shares takes the others one by one)."""
-    taken = arrays.shares([row for row in rows if not _kept(memo, *row)])
+    """Into `memo`, the shares of the ordinary rows of `rows` (a large family's, which `memo`
+    does not hold), taken together (compare/arrays.py); _shares takes the others one by one."""
+    taken = arrays.shares(rows)
     for rid, name, now, old in rows:
         if (rid, name) in taken:
             memo[rid, name] = (now, old, {"": taken[rid, name]})
