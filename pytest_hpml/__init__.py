@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from pytest_hpml.measure.memory import is_out_of_memory
     from pytest_hpml.measure.timing import Timing, TimingConfig
     from pytest_hpml.recorder import OutOfMemory, Recorder
-    from pytest_hpml.results import Metric, Record, Verdict
+    from pytest_hpml.results import Metric, Record
     from pytest_hpml.selection import precisions
+    from pytest_hpml.verdict import Verdict
 
 _EXPORTS = {
     "Hpml": "pytest_hpml.fixture",
@@ -35,7 +36,7 @@ _EXPORTS = {
     "gpu_busy_wait": "pytest_hpml.measure.busy_wait",
     "precisions": "pytest_hpml.selection",
     "read_results": "pytest_hpml.compare.results_files",
-    "Verdict": "pytest_hpml.results",
+    "Verdict": "pytest_hpml.verdict",
     "is_out_of_memory": "pytest_hpml.measure.memory",
 }
 __all__ = [

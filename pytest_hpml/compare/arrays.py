@@ -41,6 +41,7 @@ from pytest_hpml.compare.noise import (
     Noise,
     blind_spot,
     occasions,
+    threshold_of,
 )
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import (
@@ -89,6 +90,9 @@ def available() -> bool:
 
 #: One row of a family: its record, its metric now, and the evidence of that metric.
 Row = tuple[Record, Metric, Stored]
+#: A row's Noise as its fields (Noise(*parts)): between, dof, within, drift, drift_dof, saves,
+#: runs_now, runs_before, pooled_rows, pooled_drift.
+NoiseParts = tuple[float | None, int, float, float, int | None, int, int, int, int, bool]
 
 
 def _runs(old: Stored) -> list[float]:
@@ -248,23 +252,27 @@ def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
                 weighed.append(i)
     noise = _noise(np, np.log(history[weighed]), saves, np.log(now[weighed]),
                    [members[i][0] for i in weighed], rules, asked.family)
-    for n, i in zip(noise, weighed, strict=True):
+    reference, current, change = reference.tolist(), current.tolist(), change.tolist()
+    for parts, i in zip(noise, weighed, strict=True):
         (record, m, old), _ = members[i]
-        verdict = _verdict(m, old, n, (float(reference[i]), float(current[i]), float(change[i])),
+        verdict = _verdict(m, old, parts, (reference[i], current[i], change[i]),
                            tolerances[i], k, asked)
         if verdict is not None:
             found[record.id, m.name] = verdict
     return found
 
 
-def _verdict(m: Metric, old: Stored, n: Noise, levels: tuple[float, float, float], tol: float,
-             k: int, asked: _Asked) -> Verdict | None:
-    """verdicts._verdict of an ordinary row whose noise is `n` and whose `levels` are its
-    stored and current medians and the change between them, where it needs nothing more
-    (None: a suspicion, or a change caught: the full judgement's)."""
+def _verdict(m: Metric, old: Stored, parts: NoiseParts, levels: tuple[float, float, float],
+             tol: float, k: int, asked: _Asked) -> Verdict | None:
+    """verdicts._verdict of an ordinary row whose noise is Noise(*parts) and whose `levels`
+    are its stored and current medians and the change between them, where it needs nothing
+    more (None: a suspicion, or a change caught: the full judgement's). The Noise is built
+    only where a suspicion asks it, or the verdict's words are read."""
     baseline, current, c = levels
     alpha = asked.alpha
-    threshold = n.threshold(alpha)
+    between, dof, within, drift, drift_dof, saves, runs_now, runs_before = parts[:8]
+    threshold = threshold_of(between, dof, within, drift ** 2 * (1 + 1 / max(saves, 1)),
+                           drift_dof, runs_now, runs_before, alpha)
     mdc = max(tol, math.expm1(threshold) if threshold < 700 else math.inf)
     basis: str | Callable[[str], str]  # its words, or a function of the noise's words
     if abs(c) <= tol:
@@ -272,7 +280,7 @@ def _verdict(m: Metric, old: Stored, n: Noise, levels: tuple[float, float, float
     elif m.better is None:
         outcome, basis = "ambiguous", NO_DIRECTION  # a count, a size: never judged
     elif (c > 0 if m.better == "lower" else c < 0) and asked.can_confirm and confirms(
-            n, c, mdc, k, asked.can_confirm, tol, alpha):
+            Noise(*parts), c, mdc, k, asked.can_confirm, tol, alpha):
         return None  # suspect: the full judgement weighs the family's tails and the machine
     elif beyond(c, mdc):
         return None  # caught: regressed or improved, with the family's tails and the
@@ -289,14 +297,15 @@ def _verdict(m: Metric, old: Stored, n: Noise, levels: tuple[float, float, float
     # Said when read: most of a sweep's verdicts are counted, not shown (verdict.Worded).
     return Worded(outcome, unit=m.unit, baseline=baseline, current=current, change=c, mdc=mdc,
                   relative=False, p_value=None, accepted=old.last_accepted(), processes=k,
-                  blind_spot=blind, words=partial(_words, basis, n, noisy, blind, rules,
+                  blind_spot=blind, words=partial(_words, basis, parts, noisy, blind, rules,
                                                   alpha, asked.advice))
 
 
-def _words(basis: str | Callable[[str], str], n: Noise, noisy: float, blind: bool,
+def _words(basis: str | Callable[[str], str], parts: NoiseParts, noisy: float, blind: bool,
            rules: Rules, alpha: float, advice: Advice) -> tuple[str, str | None]:
     """A verdict's basis (`basis` with the noise in words) and its blind spot, where it has one
     (`noisy`: the detectable change without the tolerance)."""
+    n = Noise(*parts)
     said = basis if isinstance(basis, str) else basis(n.describe())
     return said, blind_spot(n, noisy, rules.max_detectable, alpha, advice) if blind else None
 
@@ -317,10 +326,11 @@ def _one_mode(np: Any, history: Any, now: Any, members: list[tuple[Row, Replicat
 
 
 def _noise(np: Any, logs: Any, saves: list[int] | None, now_logs: Any, rows: list[Row],
-           rules: Rules, family: Family) -> list[Noise]:
-    """Each row's Noise as noise.estimate and Family.floor make it, for rows of one shape:
-    `logs` of their stored runs (rows by runs, grouped by `saves`), `now_logs` of their
-    processes now."""
+           rules: Rules, family: Family) -> list[NoiseParts]:
+    """Each row's Noise, as noise.estimate and Family.floor make it, in parts (Noise(*parts)),
+    for rows of one shape: `logs` of their stored runs (rows by runs, grouped by `saves`),
+    `now_logs` of their processes now. No Noise is built: a 10 000-row sweep built and floored
+    one a row, a seventh of its judging, to read a threshold from it."""
     n, h = logs.shape
     k = now_logs.shape[1]
     stored = _occasions(logs, saves)
@@ -341,6 +351,25 @@ def _noise(np: Any, logs: Any, saves: list[int] | None, now_logs: Any, rows: lis
                           else 0.0 for r in rows])
     within = [math.hypot(median_uncertainty(m.samples or []), old.within) for _, m, old in rows]
     occasions_, runs_now, runs_before = max(len(stored), 1), max(k, 1), max(h, 1)
-    return [family.floor(Noise(None if between is None else float(between[i]), dof, within[i],
-                               float(drift[i]), drift_dof, occasions_, runs_now, runs_before), "")
+    # Family.floor, on all the rows at once: the spread between processes raised to the
+    # family's (with its degrees of freedom), and the drift to what the rows' changes show
+    # beyond that spread (learned over the family's rows).
+    pooled = family.spreads.get("")
+    raised = np.zeros(n, dtype=bool)
+    if pooled is not None and pooled.between is not None:
+        raised = np.ones(n, dtype=bool) if between is None else between < pooled.between
+        between = np.where(raised, pooled.between, 0.0 if between is None else between)
+    drifts = np.zeros(n, dtype=bool)
+    if pooled is not None and pooled.changes is not None:
+        processes = (np.zeros(n) if between is None else between ** 2) * (
+            1 / runs_now + 1 / runs_before)
+        weight = 1 + 1 / occasions_  # Noise.drift_weight
+        shown = np.sqrt(np.maximum(0.0, pooled.changes ** 2 - processes) / weight)
+        drifts = shown > drift
+        drift = np.where(drifts, shown, drift)
+    b = [None] * n if between is None else between.tolist()
+    d, up, moved = drift.tolist(), raised.tolist(), drifts.tolist()
+    return [(b[i], pooled.dof if up[i] else dof, within[i], d[i],  # type: ignore[union-attr]
+             family.rows - 1 if moved[i] else drift_dof, occasions_, runs_now, runs_before,
+             family.rows if up[i] or moved[i] else 0, moved[i])
             for i in range(n)]

@@ -94,7 +94,7 @@ class Noise:
         """The smallest change in logs the evidence separates from noise at level alpha, with
         `runs_now` processes now (default: as measured) and `extra_dof` more behind the spread
         between processes."""
-        return _threshold(self.between, self.dof + extra_dof, self.within, self.drift_var,
+        return threshold_of(self.between, self.dof + extra_dof, self.within, self.drift_var,
                           self.drift_dof, runs_now or self.runs_now, self.runs_before, alpha)
 
     def mdc(self, tolerance: float, alpha: float, runs_now: int | None = None,
@@ -126,7 +126,7 @@ class Noise:
             # threshold taken from its numbers, not a Noise built for each n (a 10 000-row
             # sweep's blind spots asked this 43 000 times: a third of its judgement).
             before, now = max(n, self.runs_before), max(n, self.runs_now)
-            return _threshold(between, max(self.dof, before + now - 2), 0.0, drift_var,
+            return threshold_of(between, max(self.dof, before + now - 2), 0.0, drift_var,
                               drift_dof, now, before, alpha)
 
         # No count can do better than its own variance under the normal quantile (Student's t
@@ -189,7 +189,7 @@ class Noise:
         return ", ".join(parts)
 
 
-def _threshold(between: float | None, dof: int, within: float, drift_var: float,
+def threshold_of(between: float | None, dof: int, within: float, drift_var: float,
                drift_dof: int | None, runs_now: int, runs_before: int, alpha: float) -> float:
     """Noise.threshold from its numbers: the smallest change in logs that `runs_now` processes
     now and `runs_before` stored, spread `between` (over `dof` degrees of freedom; None:
