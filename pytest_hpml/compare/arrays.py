@@ -40,6 +40,7 @@ from pytest_hpml.compare.noise import (
     Advice,
     Noise,
     blind_spot,
+    drift_variance,
     occasions,
     threshold_of,
 )
@@ -271,8 +272,8 @@ def _verdict(m: Metric, old: Stored, parts: NoiseParts, levels: tuple[float, flo
     baseline, current, c = levels
     alpha = asked.alpha
     between, dof, within, drift, drift_dof, saves, runs_now, runs_before = parts[:8]
-    threshold = threshold_of(between, dof, within, drift ** 2 * (1 + 1 / max(saves, 1)),
-                           drift_dof, runs_now, runs_before, alpha)
+    threshold = threshold_of(between, dof, within, drift_variance(drift, saves), drift_dof,
+                             runs_now, runs_before, alpha)
     mdc = max(tol, math.expm1(threshold) if threshold < 700 else math.inf)
     basis: str | Callable[[str], str]  # its words, or a function of the noise's words
     if abs(c) <= tol:

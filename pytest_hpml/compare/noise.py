@@ -87,7 +87,7 @@ class Noise:
     @property
     def drift_var(self) -> float:
         """The drift's share of the variance of a difference, in logs."""
-        return self.drift ** 2 * self.drift_weight
+        return drift_variance(self.drift, self.saves)
 
     def threshold(self, alpha: float, runs_now: int | None = None,
                   extra_dof: int = 0) -> float:
@@ -187,6 +187,12 @@ class Noise:
                          f"learned once the baseline holds {DRIFT_MIN_SAVES} saves, it has "
                          f"{self.saves})")
         return ", ".join(parts)
+
+
+def drift_variance(drift: float, saves: int) -> float:
+    """The share of the variance of a difference that a drift between occasions (in logs)
+    makes, against a stored level that is the mean of `saves` occasions (Noise.drift_weight)."""
+    return drift ** 2 * (1 + 1 / max(saves, 1))
 
 
 def threshold_of(between: float | None, dof: int, within: float, drift_var: float,
