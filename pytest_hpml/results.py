@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from pytest_hpml.plain_numbers import plain_number as _plain_number
@@ -196,6 +197,13 @@ class Record:
             if m.name == name:
                 return m
         return None
+
+    @cached_property
+    def table_key(self) -> list[tuple[int, Any]]:
+        """`order` as the tables sort rows by it: numbers before words at each place, so that
+        mixed keys never fail to compare. Made once a row (a run's end sorted a 10 000-row
+        sweep's rows three times, making each row's key each time); `order` is set once."""
+        return [(0, v) if isinstance(v, (int, float)) else (1, str(v)) for v in self.order]
 
     def values_of(self, name: str) -> Replicates:
         """The values of the metric `name` from every process that measured it (the test's own

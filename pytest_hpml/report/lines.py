@@ -4,18 +4,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 #: Lines a summary gives one test's metric of one kind (a verdict, a blind spot) before it
 #: counts the rest.
 LINES_PER_METRIC = 5
 
 
-def capped(lines: list[tuple[tuple[str, ...], str | Callable[[], str]]], what: str,
-           where: str = "the report lists each") -> list[str]:
+def capped(lines: list[tuple[tuple[str, ...], Any]], what: str,
+           where: str = "the report lists each", say: Callable[[Any], str] | None = None
+           ) -> list[str]:
     """The lines, each with its (kind, test, metric) key, at most LINES_PER_METRIC of a key:
     the first ones, then one line that counts the others (`what` they are, `where` each is).
-    A line may be a function that says it: only those shown are put in words (a sweep's
-    thousands of rows of one kind)."""
+    A line may be a function that says it, or what `say` puts in words: only those shown are
+    put in words (a sweep's thousands of rows of one kind)."""
     count: dict[tuple[str, ...], int] = {}
     for key, _ in lines:
         count[key] = count.get(key, 0) + 1
@@ -24,7 +26,7 @@ def capped(lines: list[tuple[tuple[str, ...], str | Callable[[], str]]], what: s
     for key, line in lines:
         shown[key] = shown.get(key, 0) + 1
         if count[key] <= LINES_PER_METRIC or shown[key] < LINES_PER_METRIC:
-            out.append(line() if callable(line) else line)
+            out.append(say(line) if say else line() if callable(line) else line)
         elif shown[key] == LINES_PER_METRIC:
             kind, test, metric = key
             out.append(f"{kind}: {test} {metric}: {count[key] - LINES_PER_METRIC + 1} more rows "

@@ -7,7 +7,6 @@ import re
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from pytest_hpml.report.escaping import for_markdown, for_terminal
@@ -32,7 +31,7 @@ class Table:
 
 def group_by_experiment(records: Iterable[Record]) -> dict[str, list[Record]]:
     groups: dict[str, list[Record]] = {}
-    for record in sorted(records, key=lambda r: _sortable(r.order)):
+    for record in sorted(records, key=_table_key):
         groups.setdefault(record.experiment, []).append(record)
     return groups
 
@@ -45,9 +44,8 @@ def in_report_order(records: Iterable[Record]) -> list[Record]:
     return [r for group in group_by_experiment(records).values() for r in group]
 
 
-def _sortable(order: list[Any]) -> list[tuple[int, Any]]:
-    # Mixed str/int keys: compare type tags first so sorting never raises.
-    return [(0, v) if isinstance(v, (int, float)) else (1, str(v)) for v in order]
+def _table_key(record: Record) -> list[tuple[int, Any]]:
+    return record.table_key
 
 
 def _unique(values: Iterable[Any]) -> list[Any]:
@@ -225,6 +223,7 @@ def pivot_tables(title: str, records: list[Record], spec: dict[str, Any]) -> lis
 YARDSTICK_MARK = "†"
 #: Opens the note of a blind spot: a detectable change beyond --hpml-max-detectable.
 BLIND_MARK = "blind spot:"
+_BLIND_KIND = BLIND_MARK.rstrip(":")
 
 
 def _params(record: Record) -> str:
@@ -241,7 +240,7 @@ def comparison_rows(records: list[Record]) -> list[list[str]]:
 
 def in_table_order(records: list[Record]) -> list[Record]:
     """The rows in the order the comparison table lists them."""
-    return sorted(records, key=lambda r: _sortable(r.order))
+    return sorted(records, key=_table_key)
 
 
 def comparison_row(r: Record, name: str, v: Verdict) -> list[str]:
@@ -266,18 +265,25 @@ def comparison_row(r: Record, name: str, v: Verdict) -> list[str]:
 
 def blind_key(record: Record, name: str) -> tuple[str, str, str]:
     """The kind, test and metric a blind spot's line is counted under (lines.capped)."""
-    return BLIND_MARK.rstrip(":"), record.experiment.rsplit("::", 1)[-1], name
+    return _BLIND_KIND, record.experiment.rsplit("::", 1)[-1], name
 
 
 def blind_spots(records: list[Record]) -> list[tuple[Record, str, Verdict]]:
     """(row, metric, verdict) of every blind spot (its `blind` says what it cannot see, put in
     words where it is read: a sweep's thousands are counted, a few shown); a metric derived
     from a timing shares its timing's, said once."""
-    return [(r, name, v) for r in records for name, v in r.verdicts.items()
-            if v.has_blind_spot and not (r.metric(name) and r.metric(name).derived_from)]
+    found = []
+    for r in records:
+        for name, v in r.verdicts.items():
+            if v.has_blind_spot:
+                m = r.metric(name)
+                if m is None or not m.derived_from:
+                    found.append((r, name, v))
+    return found
 
 
-def _blind_note(record: Record, name: str, verdict: Verdict) -> str:
+def _blind_note(spot: tuple[Record, str, Verdict]) -> str:
+    record, name, verdict = spot
     return (f"{BLIND_MARK} {record.experiment.rsplit('::', 1)[-1]} "
             + (f"[{_params(record)}] " if record.params else "") + f"{name}: {verdict.blind}")
 
@@ -305,9 +311,10 @@ def comparison_table(records: list[Record], title: str = "Comparison with baseli
              "CSV reports"]
     notes += _unique(note for r in records for name in r.verdicts
                      if (note := accepted_note(r, name)))
-    notes += capped([(blind_key(r, name), partial(_blind_note, r, name, v))
-                      for r, name, v in blind_spots(records)], "are blind spots too",
-                      "marked (blind) in the table; the JSON report says why of each")
+    notes += capped([(blind_key(r, name), (r, name, v)) for r, name, v in blind_spots(records)],
+                    "are blind spots too",
+                    "marked (blind) in the table; the JSON report says why of each",
+                    say=_blind_note)
     if any(YARDSTICK_MARK in row[5] for row in rows):
         notes.append(f"{YARDSTICK_MARK}: the change relative to the machine's yardstick (a "
                      "memcpy timed between the samples) or to its compute pace (a fixed loop "

@@ -27,14 +27,18 @@ def verdict_lines(records: list[Record]) -> list[str]:
     put in words: a 10 000-row sweep's took 0.08 s to format for the few shown)."""
     ordered = in_table_order([r for r in records
                               if any(v.outcome in NOTEWORTHY for v in r.verdicts.values())])
-    lines: list[tuple[tuple[str, ...], str | Callable[[], str]]] = []
-    for outcome in NOTEWORTHY:
-        for r in ordered:
-            for name, v in r.verdicts.items():
-                if v.outcome == outcome:
-                    lines.append(((outcome, r.experiment.rsplit("::", 1)[-1], name),
-                                  partial(_line, r, name, v)))
-    return capped(lines, "of the test too")
+    # One walk of the rows, each line put with its outcome's (5 walks of a sweep's 5 000
+    # noteworthy rows were half of these lines' time).
+    by_outcome: dict[str, list[tuple[tuple[str, ...], str | Callable[[], str]]]] = {
+        outcome: [] for outcome in NOTEWORTHY}
+    for r in ordered:
+        test = r.experiment.rsplit("::", 1)[-1]
+        for name, v in r.verdicts.items():
+            lines = by_outcome.get(v.outcome)
+            if lines is not None:
+                lines.append(((v.outcome, test, name), partial(_line, r, name, v)))
+    return capped([line for outcome in NOTEWORTHY for line in by_outcome[outcome]],
+                  "of the test too")
 
 
 def _line(record: Record, name: str, verdict: Verdict) -> str:
@@ -50,9 +54,10 @@ def _line(record: Record, name: str, verdict: Verdict) -> str:
 def blind_spot_lines(records: list[Record]) -> list[str]:
     """One line per blind spot, for the terminal summary of a comparison without a report; a
     sweep's rows are counted past the first few."""
-    return capped([(blind_key(r, name), partial(_blind_line, r, name, v))
-                   for r, name, v in blind_spots(records)], "are blind spots too")
+    return capped([(blind_key(r, name), (r, name, v)) for r, name, v in blind_spots(records)],
+                  "are blind spots too", say=_blind_line)
 
 
-def _blind_line(record: Record, name: str, verdict: Verdict) -> str:
+def _blind_line(spot: tuple[Record, str, Verdict]) -> str:
+    record, name, verdict = spot
     return f"{BLIND_MARK} {record.id} {name}: {verdict.blind}"
