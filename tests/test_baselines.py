@@ -237,3 +237,22 @@ def test_failed_tests_are_not_saved_into_the_baseline(pytester: pytest.Pytester)
                                  "previous baseline entries are kept."])
     stored = load(only_baseline_file(pytester.path / "baselines"))
     assert [k.rsplit("::", 1)[1] for k in stored.records] == ["test_ok"]
+
+
+def test_a_stored_list_of_numbers_is_checked_as_each_number_is() -> None:
+    # The loader checks a list at C speed where its sum can tell; one by one where it cannot.
+    import random
+
+    from pytest_hpml.compare import baseline_rules
+
+    odd = [True, False, 1, 0, 1.0, 0.0, -3, 10**400, float("inf"), -float("inf"),
+           float("nan"), "1.0", None, [1.0], 1.7e308, -1.7e308, 2.5e-6]
+    rng = random.Random(5)
+    refused = 0
+    for _ in range(3000):
+        values = [rng.choice(odd) if rng.random() < 0.2 else rng.uniform(-1e3, 1e3)
+                  for _ in range(rng.randint(0, 5))]
+        each = all(baseline_rules._finite_number(v) for v in values)
+        assert baseline_rules._finite_numbers(values) == each, values
+        refused += not each
+    assert 500 < refused < 2500

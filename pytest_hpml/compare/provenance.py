@@ -95,24 +95,24 @@ def check_table(table: Any) -> dict[str, dict[str, Any]]:
     return table
 
 
-def check_metric(where: str, m: dict[str, Any], table: dict[str, Any]) -> None:
+def check_metric(m: dict[str, Any], table: dict[str, Any]) -> None:
     """A stored metric's references to saves: aligned with its history_saves, and each in
-    the table; ValueError says what is wrong."""
+    the table; ValueError says what is wrong (the caller names the metric)."""
     ids = m.get("history_save_ids")
     if ids is not None:
         counts = m.get("history_saves")
         if not isinstance(ids, list) or not isinstance(counts, list) or len(ids) != len(counts):
-            raise ValueError(f"{where}: history_save_ids holds {ids!r}, not one save id (or "
-                             f"null) for each of history_saves {counts!r}")
+            raise ValueError(f"history_save_ids holds {ids!r}, not one save id (or null) for "
+                             f"each of history_saves {counts!r}")
         for i in ids:
             if i is not None and (not isinstance(i, str) or i not in table):
-                raise ValueError(f"{where}: history_save_ids names save {i!r}, which the "
-                                 "file's saves table does not hold")
+                raise ValueError(f"history_save_ids names save {i!r}, which the file's saves "
+                                 "table does not hold")
     for level in m.get("accepted") or []:
         save = level.get("save")
         if save is not None and (not isinstance(save, str) or save not in table):
-            raise ValueError(f"{where}: an accepted level names save {save!r}, which the "
-                             "file's saves table does not hold")
+            raise ValueError(f"an accepted level names save {save!r}, which the file's saves "
+                             "table does not hold")
 
 
 def renamed(record: dict[str, Any], old: str, new: str) -> dict[str, Any]:
