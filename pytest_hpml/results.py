@@ -30,6 +30,8 @@ from pytest_hpml.verdict import Verdict
 Better = Literal["lower", "higher"] | None
 Kind = Literal["measured", "check", "reference", "setting"]
 KINDS: tuple[str, ...] = ("measured", "check", "reference", "setting")
+
+
 def check_measurement(name: str, value: Any, unit: str = "", better: Better = None,
                       kind: str = "measured", samples: Any = None, tolerance: Any = None,
                       source: str | None = None) -> tuple[float, list[float] | None]:

@@ -41,6 +41,7 @@ from pytest_hpml.compare.noise import (
     Noise,
     blind_spot,
     drift_variance,
+    drift_weight,
     occasions,
     threshold_of,
 )
@@ -364,8 +365,8 @@ def _noise(np: Any, logs: Any, saves: list[int] | None, now_logs: Any, rows: lis
     if pooled is not None and pooled.changes is not None:
         processes = (np.zeros(n) if between is None else between ** 2) * (
             1 / runs_now + 1 / runs_before)
-        weight = 1 + 1 / occasions_  # Noise.drift_weight
-        shown = np.sqrt(np.maximum(0.0, pooled.changes ** 2 - processes) / weight)
+        shown = np.sqrt(np.maximum(0.0, pooled.changes ** 2 - processes)
+                        / drift_weight(occasions_))
         drifts = shown > drift
         drift = np.where(drifts, shown, drift)
     b = [None] * n if between is None else between.tolist()

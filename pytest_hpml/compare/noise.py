@@ -80,9 +80,8 @@ class Noise:
 
     @property
     def drift_weight(self) -> float:
-        """How much of the drift a difference carries: the stored level is the mean of `saves`
-        occasions, the current run is one occasion."""
-        return 1 + 1 / max(self.saves, 1)
+        """How much of the drift a difference carries (drift_weight)."""
+        return drift_weight(self.saves)
 
     @property
     def drift_var(self) -> float:
@@ -95,7 +94,7 @@ class Noise:
         `runs_now` processes now (default: as measured) and `extra_dof` more behind the spread
         between processes."""
         return threshold_of(self.between, self.dof + extra_dof, self.within, self.drift_var,
-                          self.drift_dof, runs_now or self.runs_now, self.runs_before, alpha)
+                            self.drift_dof, runs_now or self.runs_now, self.runs_before, alpha)
 
     def mdc(self, tolerance: float, alpha: float, runs_now: int | None = None,
             extra_dof: int = 0) -> float:
@@ -127,7 +126,7 @@ class Noise:
             # sweep's blind spots asked this 43 000 times: a third of its judgement).
             before, now = max(n, self.runs_before), max(n, self.runs_now)
             return threshold_of(between, max(self.dof, before + now - 2), 0.0, drift_var,
-                              drift_dof, now, before, alpha)
+                                drift_dof, now, before, alpha)
 
         # No count can do better than its own variance under the normal quantile (Student's t
         # is never below it), and that bound falls as processes are added: the counts below
@@ -189,14 +188,20 @@ class Noise:
         return ", ".join(parts)
 
 
+def drift_weight(saves: int) -> float:
+    """How much of the drift between occasions a difference carries: the stored level is the
+    mean of `saves` occasions, the current run is one occasion."""
+    return 1 + 1 / max(saves, 1)
+
+
 def drift_variance(drift: float, saves: int) -> float:
     """The share of the variance of a difference that a drift between occasions (in logs)
-    makes, against a stored level that is the mean of `saves` occasions (Noise.drift_weight)."""
-    return drift ** 2 * (1 + 1 / max(saves, 1))
+    makes, against a stored level that is the mean of `saves` occasions."""
+    return drift ** 2 * drift_weight(saves)
 
 
 def threshold_of(between: float | None, dof: int, within: float, drift_var: float,
-               drift_dof: int | None, runs_now: int, runs_before: int, alpha: float) -> float:
+                 drift_dof: int | None, runs_now: int, runs_before: int, alpha: float) -> float:
     """Noise.threshold from its numbers: the smallest change in logs that `runs_now` processes
     now and `runs_before` stored, spread `between` (over `dof` degrees of freedom; None:
     unknown, `within` is the notches' view) and the drift's variance (learned over `drift_dof`
