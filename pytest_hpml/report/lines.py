@@ -12,12 +12,12 @@ LINES_PER_METRIC = 5
 
 
 def capped(lines: list[tuple[tuple[str, ...], Any]], what: str,
-           where: str = "the report lists each", say: Callable[[Any], str] | None = None
+           where: str = "the report lists each", say: Callable[[Any], str] = str
            ) -> list[str]:
     """The lines, each with its (kind, test, metric) key, at most LINES_PER_METRIC of a key:
     the first ones, then one line that counts the others (`what` they are, `where` each is).
-    A line may be a function that says it, or what `say` puts in words: only those shown are
-    put in words (a sweep's thousands of rows of one kind)."""
+    Each line is what `say` puts in words: only those shown are (a sweep's thousands of rows
+    of one kind)."""
     count: dict[tuple[str, ...], int] = {}
     for key, _ in lines:
         count[key] = count.get(key, 0) + 1
@@ -26,7 +26,7 @@ def capped(lines: list[tuple[tuple[str, ...], Any]], what: str,
     for key, line in lines:
         shown[key] = shown.get(key, 0) + 1
         if count[key] <= LINES_PER_METRIC or shown[key] < LINES_PER_METRIC:
-            out.append(say(line) if say else line() if callable(line) else line)
+            out.append(say(line))
         elif shown[key] == LINES_PER_METRIC:
             kind, test, metric = key
             out.append(f"{kind}: {test} {metric}: {count[key] - LINES_PER_METRIC + 1} more rows "

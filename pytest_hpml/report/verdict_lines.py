@@ -3,9 +3,6 @@ as the comparison table shows them, a sweep's rows of one kind counted past the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
-
 from pytest_hpml.report.lines import capped
 from pytest_hpml.report.tables import (
     BLIND_MARK,
@@ -19,6 +16,9 @@ from pytest_hpml.results import Record, Verdict
 #: The verdicts worth a line of their own in the terminal summary of a comparison.
 NOTEWORTHY = ("regressed", "unconfirmed", "missing", "improved", "ambiguous")
 
+#: A row's metric and its verdict, as the lines say them.
+Judged = tuple[Record, str, Verdict]
+
 
 def verdict_lines(records: list[Record]) -> list[str]:
     """One line per regressed, missing, improved or ambiguous metric (in that order), as the
@@ -29,21 +29,21 @@ def verdict_lines(records: list[Record]) -> list[str]:
                               if any(v.outcome in NOTEWORTHY for v in r.verdicts.values())])
     # One walk of the rows, each line put with its outcome's (5 walks of a sweep's 5 000
     # noteworthy rows were half of these lines' time).
-    by_outcome: dict[str, list[tuple[tuple[str, ...], str | Callable[[], str]]]] = {
+    by_outcome: dict[str, list[tuple[tuple[str, ...], Judged]]] = {
         outcome: [] for outcome in NOTEWORTHY}
     for r in ordered:
         test = r.experiment.rsplit("::", 1)[-1]
         for name, v in r.verdicts.items():
             lines = by_outcome.get(v.outcome)
             if lines is not None:
-                lines.append(((v.outcome, test, name), partial(_line, r, name, v)))
+                lines.append(((v.outcome, test, name), (r, name, v)))
     return capped([line for outcome in NOTEWORTHY for line in by_outcome[outcome]],
-                  "of the test too")
+                  "of the test too", say=_line)
 
 
-def _line(record: Record, name: str, verdict: Verdict) -> str:
+def _line(judged: Judged) -> str:
     experiment, params, metric, before, now, change, outcome, detectable = \
-        comparison_row(record, name, verdict)
+        comparison_row(*judged)
     where = f"{experiment}[{params}]" if params else experiment
     shown = f"{before} -> {now}" if now else f"{before} -> (not recorded)"
     extra = ", ".join(x for x in (change, f"detectable {detectable}" if detectable else "")
@@ -58,6 +58,6 @@ def blind_spot_lines(records: list[Record]) -> list[str]:
                   "are blind spots too", say=_blind_line)
 
 
-def _blind_line(spot: tuple[Record, str, Verdict]) -> str:
+def _blind_line(spot: Judged) -> str:
     record, name, verdict = spot
     return f"{BLIND_MARK} {record.id} {name}: {verdict.blind}"
