@@ -163,11 +163,10 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
         # changes a few rows of a 10 000-row sweep).
         fresh = [row for row in rows if not _kept(memo, *row)]
         if fresh and arrays.worth_it(len(rows)):
-            _share_as_arrays(memo, fresh)
+            fresh = _share_as_arrays(memo, fresh)
         if len(rows) >= MIN_POOLED_ROWS:
-            for row in fresh:
-                if not _kept(memo, *row):  # not taken as arrays: one by one
-                    _shares(memo, *row)
+            for row in fresh:  # those the arrays did not take: one by one
+                _share(memo, *row)
             for rid, name, _, _ in rows:
                 for label, share in memo[rid, name][2].items():
                     by_label.setdefault(label, []).append(share)
@@ -177,28 +176,31 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
     return found
 
 
-def _share_as_arrays(memo: FamilyMemo, rows: list[tuple[str, str, Replicates, Stored]]) -> None:
+def _share_as_arrays(memo: FamilyMemo, rows: list[tuple[str, str, Replicates, Stored]]
+                     ) -> list[tuple[str, str, Replicates, Stored]]:
     """Into `memo`, the shares of the ordinary rows of `rows` (a large family's, which `memo`
-    does not hold), taken together (compare/arrays.py); _shares takes the others one by one."""
+    does not hold), taken together (compare/arrays.py); returns the others, for _share."""
     taken = arrays.shares(rows)
-    for rid, name, now, old in rows:
+    left = []
+    for row in rows:
+        rid, name, now, old = row
         if (rid, name) in taken:
             memo[rid, name] = (now, old, {"": taken[rid, name]})
+        else:
+            left.append(row)
+    return left
 
 
 def _kept(memo: FamilyMemo, rid: str, name: str, now: Replicates, old: Stored) -> bool:
+    """Whether `memo` holds the row's shares of these values and this evidence."""
     kept = memo.get((rid, name))
     return kept is not None and kept[1] is old and kept[0] == now
 
 
-def _shares(memo: FamilyMemo, rid: str, name: str, now: Replicates, old: Stored
-            ) -> dict[str, RowShare]:
-    """A row's shares of its families, by series label (from `memo` where they still hold)."""
-    if _kept(memo, rid, name, now, old):
-        return memo[rid, name][2]
-    shares = {e.label: row_share(e.history, e.saves, e.now) for e in series(now, old)}
-    memo[rid, name] = (now, old, shares)
-    return shares
+def _share(memo: FamilyMemo, rid: str, name: str, now: Replicates, old: Stored) -> None:
+    """Into `memo`, a row's shares of its families, by series label."""
+    memo[rid, name] = (now, old, {e.label: row_share(e.history, e.saves, e.now)
+                                  for e in series(now, old)})
 
 
 def judge_rows(records: list[Record], stored_of: Callable[[str], dict[str, Stored]],
