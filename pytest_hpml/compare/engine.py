@@ -143,7 +143,7 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
     metric, the rows that record the metric against evidence, and the spread between processes
     they show together where they are MIN_POOLED_ROWS or more. `memo`: the rows' shares found
     before (a row whose values or evidence changed since is taken again)."""
-    members: dict[tuple[str, str], list[tuple[str, str, Replicates, Stored]]] = {}
+    members: dict[tuple[str, str], list[arrays.Member]] = {}
     for record in records:
         base = bases.get(record.id, {})
         for m in record.metrics:
@@ -176,19 +176,14 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
     return found
 
 
-def _share_as_arrays(memo: FamilyMemo, rows: list[tuple[str, str, Replicates, Stored]]
-                     ) -> list[tuple[str, str, Replicates, Stored]]:
+def _share_as_arrays(memo: FamilyMemo, rows: list[arrays.Member]) -> list[arrays.Member]:
     """Into `memo`, the shares of the ordinary rows of `rows` (a large family's, which `memo`
     does not hold), taken together (compare/arrays.py); returns the others, for _share."""
     taken = arrays.shares(rows)
-    left = []
-    for row in rows:
-        rid, name, now, old = row
+    for rid, name, now, old in rows:
         if (rid, name) in taken:
             memo[rid, name] = (now, old, {"": taken[rid, name]})
-        else:
-            left.append(row)
-    return left
+    return [row for row in rows if row[:2] not in taken]
 
 
 def _kept(memo: FamilyMemo, rid: str, name: str, now: Replicates, old: Stored) -> bool:
