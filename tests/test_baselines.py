@@ -256,3 +256,67 @@ def test_a_stored_list_of_numbers_is_checked_as_each_number_is() -> None:
         assert baseline_rules._finite_numbers(values) == each, values
         refused += not each
     assert 500 < refused < 2500
+
+
+def test_a_row_is_encoded_as_the_json_encoder_encodes_it() -> None:
+    # The save's one C encoder writes the text JSONEncoder.encode writes, and refuses what it
+    # refuses (no NaN, no infinity in a file the loader would refuse).
+    import random
+
+    rng = random.Random(7)
+    words = ["time", "é", "\u2603", 'a"b', "tab\there", "", "über/ms"]
+    for _ in range(300):
+        row = {rng.choice(words) + str(i): rng.choice([
+            rng.uniform(-1e9, 1e9), rng.randint(-10**20, 10**20), None, True, False,
+            rng.choice(words), [rng.random() for _ in range(rng.randint(0, 4))],
+            {"on": rng.choice(words), "before": 1e-7}]) for i in range(rng.randint(0, 6))}
+        assert baselines._encode_row(row) == baselines._ROW.encode(row), row
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            baselines._encode_row({"history": [1.0, bad]})
+
+
+def test_a_merged_metric_is_stored_as_the_stored_metric_writes_itself() -> None:
+    # The merge makes the file's dict of a metric without building a Stored: the same keys in
+    # the same order (a row's line in the file is unchanged), none of them None, `exact` only
+    # where true, over every optional field and a second save onto the first.
+    import random
+
+    from pytest_hpml.compare import history
+    from pytest_hpml.compare.stored import Stored
+    from pytest_hpml.results import Replicates, Verdict
+
+    rng = random.Random(11)
+    seen: set[str] = set()
+    existing: dict = {}
+    for save_number in range(3):
+        records = []
+        for i in range(40):
+            optional = {k: v for k, v in {
+                "samples": [rng.uniform(1, 2) for _ in range(rng.choice([0, 3, 40]))] or None,
+                "tolerance": rng.choice([None, 0.1]), "iqr": rng.choice([None, 0.01]),
+                "yardstick": rng.choice([None, 2e-3]), "exact": rng.random() < 0.1,
+                "compute_yardstick": rng.choice([None, 1.5e-3]),
+                "derived_from": rng.choice([None, "time"])}.items() if rng.random() < 0.6}
+            metric = Metric("t", rng.uniform(1, 2), rng.choice(["s", "B"]),
+                            rng.choice(["lower", "higher"]), **optional)
+            record = Record(f"r{i}", "e", metrics=[metric])
+            processes = rng.choice([1, 3])
+            record.replicates["t"] = Replicates(*(
+                tuple(rng.uniform(low, low * 2) for _ in range(processes))
+                if low == 1 or rng.random() < 0.5 else None for low in (1, 0.5, 0.25)))
+            if rng.random() < 0.3:  # a new level: the change accepted
+                record.verdicts["t"] = Verdict("regressed", unit=metric.unit, baseline=1.0,
+                                               change=0.5, mdc=0.1)
+            records.append(record)
+        existing, *_ = history.extend(existing, records, history.MergePolicy(
+            keep=5, when=f"2026-11-2{save_number}T10:00:00+00:00", save_id=f"s{save_number}",
+            seeded_from="pytest-benchmark 0001" if save_number == 0 else None))
+        for row in existing.values():
+            for m in row["metrics"]:
+                assert list(m.items()) == list(Stored.from_dict(m).to_dict().items()), m
+                seen.update(m)
+    assert seen == {"name", "value", "unit", "better", "exact", "tolerance", "derived_from",
+                    "iqr", "yardstick", "compute_yardstick", "n", "notch", "p10", "p90",
+                    "history", "relative_history", "paced_history", "history_saves",
+                    "history_save_ids", "accepted", "seeded_from"}, seen

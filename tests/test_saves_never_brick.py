@@ -64,7 +64,8 @@ def test_a_save_whose_merged_file_the_loader_would_refuse_writes_nothing(
     metric = Metric("t", 2.0, "s", "lower")
     metric.value = -2.0  # past Metric's own check: the save's check is the last line
     with pytest.raises(BaselineError, match=r"the save to .*b\.json was refused: the merged "
-                       r"file would be damaged \(metric 't': a time of -2\.0 s is negative"):
+                       r"file would be damaged \(record 'r': metric 't': a time of -2\.0 s is "
+                       r"negative"):
         save(path, HERE, "quick", [Record("r", "e", metrics=[metric])])
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [".b.json.lock", ".gitignore", "b.json"]

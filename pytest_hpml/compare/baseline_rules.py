@@ -66,8 +66,8 @@ def check_metric(record_id: str, m: Any) -> Stored:
                       "{'on': date, 'before': number, 'after': number}")
     try:
         return Stored.from_dict(m)
-    except (TypeError, ValueError) as exc:
-        raise Invalid(f"{_where(record_id, m)}: {exc}") from exc
+    except (TypeError, ValueError) as exc:  # Metric's rules, whose words name the metric
+        raise Invalid(f"record {record_id!r}: {exc}") from exc
 
 
 #: The lists of numbers a stored metric may hold.

@@ -70,14 +70,14 @@ def _same_code(old: Stored, policy: MergePolicy) -> bool:
 
 def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
                    old: Stored | None, policy: MergePolicy
-                   ) -> tuple[Stored, str | None, bool]:
-    """The stored form of a measured metric: its latest run with the history of its runs; the
-    values of every process of this run join the history as one occasion. A run whose verdict
-    (regressed or improved beyond what this machine can detect) says the metric moved starts
-    its history at the new level, keeping the old level and when it changed: a history mixing
-    both levels would blind the check for later changes. Also returns, for a new level, a
-    restarted history or a move kept in the history, what happened in words, and whether the
-    history was kept through a move (no new level)."""
+                   ) -> tuple[dict[str, Any], str | None, bool]:
+    """The stored form of a measured metric (the dict Stored.to_dict writes): its latest run
+    with the history of its runs; the values of every process of this run join the history as
+    one occasion. A run whose verdict (regressed or improved beyond what this machine can
+    detect) says the metric moved starts its history at the new level, keeping the old level
+    and when it changed: a history mixing both levels would blind the check for later changes.
+    Also returns, for a new level, a restarted history or a move kept in the history, what
+    happened in words, and whether the history was kept through a move (no new level)."""
     if old is not None and old.seeded_from:
         old = None  # another tool's value, measured another way: pytest-hpml's runs replace it
     said, kept = None, False
@@ -136,21 +136,26 @@ def _merged_metric(new: Metric, values: Replicates, verdict: Verdict | None,
     relative_history = tail(values.relative, old.relative_history if old else None)
     paced_history = tail(values.paced, old.paced_history if old else None)
     tenths = deciles(new.samples or [])
-    stored = Stored(new.name, _kept_value(new.value), new.unit, new.better, new.exact,
-                    new.tolerance, new.derived_from, None, _kept_optional(new.iqr),
-                    _kept_optional(new.yardstick), history=history,
-                    relative_history=relative_history,
-                    paced_history=paced_history, history_saves=saves,
-                    accepted=[{**a, "before": _kept_value(a["before"]),
-                               "after": _kept_value(a["after"])} for a in accepted] or None,
-                    seeded_from=policy.seeded_from,
-                    n=len(new.samples) if new.samples else None,
-                    notch=_kept_value(median_uncertainty(new.samples or [])) or None,
-                    p10=_kept_optional(tenths[0]) if tenths else None,
-                    p90=_kept_optional(tenths[1]) if tenths else None,
-                    compute_yardstick=_kept_optional(new.compute_yardstick),
-                    history_save_ids=ids if any(ids) else None)
-    return stored, said, kept
+    # Stored's fields in its order, as Stored.to_dict writes them (no None, `exact` only where
+    # true), made as the dict the file holds: a Stored built a row only to be turned into its
+    # dict was a tenth of a 10 000-row save. The file's rules (Stored's own among them) are
+    # checked on the merged document before it is written (baselines._write_checked).
+    fields = (("name", new.name), ("value", _kept_value(new.value)), ("unit", new.unit),
+              ("better", new.better), ("exact", new.exact or None),
+              ("tolerance", new.tolerance), ("derived_from", new.derived_from),
+              ("iqr", _kept_optional(new.iqr)), ("yardstick", _kept_optional(new.yardstick)),
+              ("compute_yardstick", _kept_optional(new.compute_yardstick)),
+              ("n", len(new.samples) if new.samples else None),
+              ("notch", _kept_value(median_uncertainty(new.samples or [])) or None),
+              ("p10", _kept_optional(tenths[0]) if tenths else None),
+              ("p90", _kept_optional(tenths[1]) if tenths else None),
+              ("history", history), ("relative_history", relative_history),
+              ("paced_history", paced_history), ("history_saves", saves),
+              ("history_save_ids", ids if any(ids) else None),
+              ("accepted", [{**a, "before": _kept_value(a["before"]),
+                             "after": _kept_value(a["after"])} for a in accepted] or None),
+              ("seeded_from", policy.seeded_from))
+    return {k: v for k, v in fields if v is not None}, said, kept
 
 
 #: Significant digits a baseline keeps of a run's value: a millionth is far below any noise a
@@ -224,8 +229,9 @@ def extend(existing: dict[str, dict[str, Any]], records: list[Record],
         kept, not_numbers = measured_figures(record)
         skipped += [f"{record.id} {m.name} = {m.value}" for m in not_numbers]
         for m in kept:
-            values = record.values_of(m.name).values
-            if not all(math.isfinite(v) for v in values):
+            replicates = record.values_of(m.name)
+            values = replicates.values
+            if not all(map(math.isfinite, values)):
                 # A process that measured no number makes the level unknown: a median of the
                 # others would store a level this run did not establish.
                 odd = sum(not math.isfinite(v) for v in values)
@@ -235,9 +241,9 @@ def extend(existing: dict[str, dict[str, Any]], records: list[Record],
                 continue
             before = old.pop(m.name, None)
             metric, said, kept_move = _merged_metric(
-                m, record.values_of(m.name), record.verdict(m.name),
+                m, replicates, record.verdict(m.name),
                 known.get(m.name) or (Stored.from_dict(before) if before else None), policy)
-            data["metrics"].append(metric.to_dict())
+            data["metrics"].append(metric)
             if said:
                 (moves_kept if kept_move else levels).append(f"{record.id} {m.name}: {said}")
         # What this run did not produce (a save of part of a row) keeps its history.
