@@ -98,6 +98,22 @@ class Worded(Verdict):
             del state["basis"], state["blind"]
             state["_words"], state["_blind_spot"] = words, blind_spot
 
+    @classmethod
+    def said_later(cls, outcome: str, words: Words, blind_spot: bool, **fields: Any) -> Worded:
+        """Worded(outcome, words=words, blind_spot=blind_spot, **fields), its state put in
+        place at once: a frozen dataclass's __init__ sets each field through
+        object.__setattr__ (3.7 us a verdict against 0.6 us, for the 10 000 of a sweep)."""
+        if outcome not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, not {outcome!r}")
+        unknown = fields.keys() - _DEFERRED_DEFAULTS.keys()
+        if unknown:
+            raise TypeError(f"Worded has no field(s) {sorted(unknown)}")
+        made = object.__new__(cls)
+        state = made.__dict__
+        state["outcome"] = outcome
+        state.update(_DEFERRED_DEFAULTS, **fields, _words=words, _blind_spot=blind_spot)
+        return made
+
     def _said(self, name: str) -> Any:
         state = self.__dict__
         if name not in state:
@@ -130,3 +146,8 @@ class Worded(Verdict):
     def __reduce__(self) -> tuple[Any, ...]:
         # As the Verdict it says: `words` may be a closure, which pickle cannot carry.
         return Verdict.from_dict, (self.to_dict(),)
+
+
+#: A Worded verdict's fields but its words, with their defaults (Worded.said_later).
+_DEFERRED_DEFAULTS = {name: f.default for name, f in Verdict.__dataclass_fields__.items()
+                      if name not in ("outcome", "basis", "blind")}

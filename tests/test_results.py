@@ -142,3 +142,17 @@ def test_a_worded_verdict_says_its_words_once_read_and_is_the_verdict_made_with_
     clear = Worded("unchanged", words=lambda: ("fine", None))
     assert not clear.has_blind_spot and clear.blind is None and clear.basis == "fine"
     assert Worded("new", basis="first").basis == "first" and not Verdict("new").has_blind_spot
+    # Made at once (said_later), it is the verdict __init__ makes, and refuses what it does.
+    for quick in (Worded.said_later("unchanged", words, True, unit="s", baseline=1.0,
+                                    current=1.02, change=0.02, mdc=0.5, processes=1),
+                  Worded.said_later("ambiguous", lambda: ("held", None), False, change=0.3)):
+        made = Worded(quick.outcome, unit=quick.unit, baseline=quick.baseline,
+                      current=quick.current, change=quick.change, mdc=quick.mdc,
+                      processes=quick.processes, words=quick.__dict__["_words"],
+                      blind_spot=quick.has_blind_spot)
+        assert made.__dict__ == quick.__dict__ and quick == made and hash(quick) == hash(made)
+        assert quick.to_dict() == made.to_dict() and repr(quick) == repr(made)
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        Worded.said_later("worse", words, False)
+    with pytest.raises(TypeError, match="no field"):
+        Worded.said_later("unchanged", words, False, basis="said now")

@@ -29,10 +29,11 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from statistics import NormalDist
 from typing import Any
 
 from pytest_hpml.compare import level_screen, modes
-from pytest_hpml.compare.detectable import beyond, confirms
+from pytest_hpml.compare.detectable import confirms
 from pytest_hpml.compare.families import Family, RowShare
 from pytest_hpml.compare.noise import (
     DRIFT_MIN_SAVES,
@@ -40,10 +41,9 @@ from pytest_hpml.compare.noise import (
     Advice,
     Noise,
     blind_spot,
-    drift_variance,
     drift_weight,
     occasions,
-    threshold_of,
+    quantile,
 )
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import (
@@ -254,37 +254,48 @@ def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
                 weighed.append(i)
     noise = _noise(np, np.log(history[weighed]), saves, np.log(now[weighed]),
                    [members[i][0] for i in weighed], rules, asked.family)
+    tol = np.array([tolerances[i] for i in weighed], dtype=float)
+    grown = noise.detectable(np, asked.alpha)
+    change_w = change[weighed]
+    # max(tol, grown) and max(0, grown) as verdicts.py takes them; beyond() on all the rows
+    mdcs = np.maximum(tol, grown)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        caught = (change_w <= -1) | (np.abs(np.log1p(change_w)) > np.log1p(mdcs))
+    limit = rules.max_detectable
+    blind = (np.maximum(0.0, grown) > limit) if limit else np.zeros(len(weighed), dtype=bool)
     reference, current, change = reference.tolist(), current.tolist(), change.tolist()
-    for parts, i in zip(noise, weighed, strict=True):
+    mdcs, caught, blind, grown = mdcs.tolist(), caught.tolist(), blind.tolist(), grown.tolist()
+    for j, i in enumerate(weighed):
         (record, m, old), _ = members[i]
-        verdict = _verdict(m, old, parts, (reference[i], current[i], change[i]),
-                           tolerances[i], k, asked)
+        verdict = _verdict(m, old, noise, j, (reference[i], current[i], change[i]),
+                           (tolerances[i], mdcs[j], max(0.0, grown[j]), blind[j], caught[j]),
+                           k, asked)
         if verdict is not None:
             found[record.id, m.name] = verdict
     return found
 
 
-def _verdict(m: Metric, old: Stored, parts: NoiseParts, levels: tuple[float, float, float],
-             tol: float, k: int, asked: _Asked) -> Verdict | None:
-    """verdicts._verdict of an ordinary row whose noise is Noise(*parts) and whose `levels`
-    are its stored and current medians and the change between them, where it needs nothing
-    more (None: a suspicion, or a change caught: the full judgement's). The Noise is built
-    only where a suspicion asks it, or the verdict's words are read."""
+def _verdict(m: Metric, old: Stored, noise: _Noises, j: int,
+             levels: tuple[float, float, float], detectable: tuple[float, float, float, bool, bool],
+             k: int, asked: _Asked) -> Verdict | None:
+    """verdicts._verdict of an ordinary row (the `j`th of `noise`) whose `levels` are its
+    stored and current medians and the change between them, and whose `detectable` change
+    was taken with its shape's (its tolerance, the change detectable, that change without the
+    tolerance, whether that is a blind spot, whether the change is beyond it), where it needs
+    nothing more (None: a suspicion, or a change caught: the full judgement's). The Noise is
+    built only where a suspicion asks it, or the verdict's words are read."""
     baseline, current, c = levels
+    tol, mdc, noisy, blind, caught = detectable
     alpha = asked.alpha
-    between, dof, within, drift, drift_dof, saves, runs_now, runs_before = parts[:8]
-    threshold = threshold_of(between, dof, within, drift_variance(drift, saves), drift_dof,
-                             runs_now, runs_before, alpha)
-    mdc = max(tol, math.expm1(threshold) if threshold < 700 else math.inf)
     basis: str | Callable[[str], str]  # its words, or a function of the noise's words
     if abs(c) <= tol:
         outcome, basis = "unchanged", partial(within_tolerance, tol)
     elif m.better is None:
         outcome, basis = "ambiguous", NO_DIRECTION  # a count, a size: never judged
     elif (c > 0 if m.better == "lower" else c < 0) and asked.can_confirm and confirms(
-            Noise(*parts), c, mdc, k, asked.can_confirm, tol, alpha):
+            Noise(*noise.parts(j)), c, mdc, k, asked.can_confirm, tol, alpha):
         return None  # suspect: the full judgement weighs the family's tails and the machine
-    elif beyond(c, mdc):
+    elif caught:
         return None  # caught: regressed or improved, with the family's tails and the
         # machine's moves weighed first
     elif asked.levels_only:
@@ -293,14 +304,12 @@ def _verdict(m: Metric, old: Stored, parts: NoiseParts, levels: tuple[float, flo
                        accepted=old.last_accepted())
     else:
         outcome, basis = "ambiguous", partial(not_caught, c, mdc)
-    rules = asked.rules
-    noisy = max(0.0, math.expm1(threshold) if threshold < 700 else math.inf)
-    blind = bool(rules.max_detectable and noisy > rules.max_detectable)
     # Said when read: most of a sweep's verdicts are counted, not shown (verdict.Worded).
-    return Worded(outcome, unit=m.unit, baseline=baseline, current=current, change=c, mdc=mdc,
-                  relative=False, p_value=None, accepted=old.last_accepted(), processes=k,
-                  blind_spot=blind, words=partial(_words, basis, parts, noisy, blind, rules,
-                                                  alpha, asked.advice))
+    return Worded.said_later(
+        outcome, partial(_words, basis, noise.parts(j), noisy, blind, asked.rules, alpha,
+                         asked.advice), blind,
+        unit=m.unit, baseline=baseline, current=current, change=c, mdc=mdc,
+        accepted=old.last_accepted(), processes=k)
 
 
 def _words(basis: str | Callable[[str], str], parts: NoiseParts, noisy: float, blind: bool,
@@ -327,12 +336,60 @@ def _one_mode(np: Any, history: Any, now: Any, members: list[tuple[Row, Replicat
     return ordinary
 
 
+class _Noises:
+    """The Noise of each row of one shape, as noise.estimate and Family.floor make it, in
+    arrays: Noise(*self.parts(i)) is the `i`th row's. No Noise is built for every row: a
+    10 000-row sweep built and floored one a row, a seventh of its judging, to read a threshold
+    from it."""
+
+    def __init__(self, between: Any | None, dof: Any, within: Any, drift: Any,
+                 drift_dof: int | None, occasions: int, runs_now: int, runs_before: int,
+                 pooled_rows: Any, moved: Any) -> None:
+        self.between, self.dof, self.within, self.drift = between, dof, within, drift
+        # The drift's degrees of freedom: the shape's (None: assumed), a moved row's its
+        # family's (pooled_rows - 1).
+        self.drift_dof, self.moved, self.pooled_rows = drift_dof, moved, pooled_rows
+        self.occasions, self.runs_now, self.runs_before = occasions, runs_now, runs_before
+
+    def parts(self, i: int) -> NoiseParts:
+        moved, rows = bool(self.moved[i]), int(self.pooled_rows[i])
+        return (None if self.between is None else float(self.between[i]), int(self.dof[i]),
+                float(self.within[i]), float(self.drift[i]),
+                rows - 1 if moved else self.drift_dof, self.occasions, self.runs_now,
+                self.runs_before, rows, moved)
+
+    def detectable(self, np: Any, alpha: float) -> Any:
+        """Each row's detectable change without the tolerance (expm1 of noise.threshold_of,
+        infinite past 700 as verdicts.py takes it), taken on all the rows at once: the same
+        formulas, Student's t quantile asked row by row (noise.quantile's rounding and
+        cache)."""
+        drift_var = self.drift ** 2 * drift_weight(self.occasions)
+        if self.between is None:
+            # One process on each side: the within-run view only (3 notches), and the drift.
+            threshold = np.hypot(3 * self.within,
+                                 NormalDist().inv_cdf(1 - alpha) * np.sqrt(drift_var))
+        else:
+            process_var = self.between ** 2 * (1 / self.runs_now + 1 / self.runs_before)
+            # The drift's share where it was learned (its degrees of freedom), none where
+            # assumed: threshold_of's.
+            drift_dof = np.where(self.moved, self.pooled_rows - 1, self.drift_dof or 0)
+            learned = drift_dof > 0
+            spread = process_var ** 2 / self.dof + np.where(
+                learned, drift_var ** 2 / np.where(learned, drift_dof, 1), 0.0)
+            total = process_var + drift_var
+            with np.errstate(divide="ignore", invalid="ignore"):
+                effective = np.where(spread > 0, total ** 2 / spread, np.inf)
+            p = 1 - alpha
+            threshold = np.array([quantile(p, e) for e in effective.tolist()]) * \
+                np.sqrt(total)
+        with np.errstate(over="ignore"):
+            return np.where(threshold < 700, np.expm1(np.minimum(threshold, 700.0)), np.inf)
+
+
 def _noise(np: Any, logs: Any, saves: list[int] | None, now_logs: Any, rows: list[Row],
-           rules: Rules, family: Family) -> list[NoiseParts]:
-    """Each row's Noise, as noise.estimate and Family.floor make it, in parts (Noise(*parts)),
-    for rows of one shape: `logs` of their stored runs (rows by runs, grouped by `saves`),
-    `now_logs` of their processes now. No Noise is built: a 10 000-row sweep built and floored
-    one a row, a seventh of its judging, to read a threshold from it."""
+           rules: Rules, family: Family) -> _Noises:
+    """Each row's noise (_Noises) for rows of one shape: `logs` of their stored runs (rows by
+    runs, grouped by `saves`), `now_logs` of their processes now."""
     n, h = logs.shape
     k = now_logs.shape[1]
     stored = _occasions(logs, saves)
@@ -351,16 +408,19 @@ def _noise(np: Any, logs: Any, saves: list[int] | None, now_logs: Any, rows: lis
         assumed = rules.drift
         drift = np.array([math.log1p(assumed) if assumed > 0 and r[1].unit in SPEED_UNITS
                           else 0.0 for r in rows])
-    within = [math.hypot(median_uncertainty(m.samples or []), old.within) for _, m, old in rows]
+    within = np.array([math.hypot(median_uncertainty(m.samples or []), old.within)
+                       for _, m, old in rows], dtype=float)
     occasions_, runs_now, runs_before = max(len(stored), 1), max(k, 1), max(h, 1)
     # Family.floor, on all the rows at once: the spread between processes raised to the
     # family's (with its degrees of freedom), and the drift to what the rows' changes show
     # beyond that spread (learned over the family's rows).
     pooled = family.spreads.get("")
     raised = np.zeros(n, dtype=bool)
+    dofs = np.full(n, dof)
     if pooled is not None and pooled.between is not None:
         raised = np.ones(n, dtype=bool) if between is None else between < pooled.between
         between = np.where(raised, pooled.between, 0.0 if between is None else between)
+        dofs = np.where(raised, pooled.dof, dof)
     drifts = np.zeros(n, dtype=bool)
     if pooled is not None and pooled.changes is not None:
         processes = (np.zeros(n) if between is None else between ** 2) * (
@@ -369,9 +429,5 @@ def _noise(np: Any, logs: Any, saves: list[int] | None, now_logs: Any, rows: lis
                         / drift_weight(occasions_))
         drifts = shown > drift
         drift = np.where(drifts, shown, drift)
-    b = [None] * n if between is None else between.tolist()
-    d, up, moved = drift.tolist(), raised.tolist(), drifts.tolist()
-    return [(b[i], pooled.dof if up[i] else dof, within[i], d[i],  # type: ignore[union-attr]
-             family.rows - 1 if moved[i] else drift_dof, occasions_, runs_now, runs_before,
-             family.rows if up[i] or moved[i] else 0, moved[i])
-            for i in range(n)]
+    return _Noises(between, dofs, within, drift, drift_dof, occasions_, runs_now, runs_before,
+                   np.where(raised | drifts, family.rows, 0), drifts)
