@@ -144,6 +144,7 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
     they show together where they are MIN_POOLED_ROWS or more. `memo`: the rows' shares found
     before (a row whose values or evidence changed since is taken again)."""
     members: dict[tuple[str, str], list[arrays.Member]] = {}
+    memo = {} if memo is None else memo
     for record in records:
         base = bases.get(record.id, {})
         for m in record.metrics:
@@ -151,9 +152,12 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
             # A row whose test is unknown (a report written before rows named it) is a family
             # of its own.
             if m.compared and not m.exact and old is not None and not old.exact:
+                # Values no fresh process added to are the test's own, as the memo holds them
+                # (a round's pass asked 10 000 rows for them again).
+                kept = None if m.name in record.replicates else memo.get((record.id, m.name))
                 members.setdefault((record.test or record.id, m.name), []).append(
-                    (record.id, m.name, record.values_of(m.name), old))
-    memo = {} if memo is None else memo
+                    (record.id, m.name, kept[0] if kept and kept[1] is old
+                     else record.values_of(m.name), old))
     found: Families = {}
     for key, rows in members.items():
         if len(rows) < 2:
@@ -189,7 +193,7 @@ def _share_as_arrays(memo: FamilyMemo, rows: list[arrays.Member]) -> list[arrays
 def _kept(memo: FamilyMemo, rid: str, name: str, now: Replicates, old: Stored) -> bool:
     """Whether `memo` holds the row's shares of these values and this evidence."""
     kept = memo.get((rid, name))
-    return kept is not None and kept[1] is old and kept[0] == now
+    return kept is not None and kept[1] is old and (kept[0] is now or kept[0] == now)
 
 
 def _share(memo: FamilyMemo, rid: str, name: str, now: Replicates, old: Stored) -> None:
@@ -348,42 +352,38 @@ def _follow_timings(record: Record, verdicts: dict[str, Verdict]) -> None:
 
 # -- saying it ----------------------------------------------------------------------------------
 
-def where(record: Record) -> str:
-    """The row in words: its id (the test's node id, and its row columns)."""
-    return record.id
-
-
 def failures(record: Record, rules: Rules) -> list[str]:
     """One line per metric of a judged row that fails the comparison: regressed, missing
-    (unless expected), incomparable."""
+    (unless expected), incomparable; each names the row by its id (the test's node id, and its
+    row columns)."""
     lines = []
     for name, v in record.verdicts.items():
         m = record.metric(name)
         if v.outcome == "regressed" and v.current is not None and not math.isfinite(v.current):
-            lines.append(f"{where(record)} {name}: {v.current} where the baseline has "
+            lines.append(f"{record.id} {name}: {v.current} where the baseline has "
                          f"{format_value(v.baseline, v.unit)} (the run produced no number)")
         elif v.outcome == "regressed":
             tol = rules.tolerance_of(m) if m is not None else rules.tolerance
-            lines.append(f"{where(record)} {name}: "
+            lines.append(f"{record.id} {name}: "
                          f"{format_change(v.baseline, v.current, v.unit)} ({v.change:+.1%}, "
                          f"tolerance {tol:.0%}): {v.basis}")
         elif v.outcome == "missing" and not record.may_miss(name):
             if m is not None:
-                lines.append(f"{where(record)} {name}: {v.basis}; if intended, a save accepts "
+                lines.append(f"{record.id} {name}: {v.basis}; if intended, a save accepts "
                              "it (--hpml-save-baseline)")
             else:
-                lines.append(f"{where(record)} {name}: in the baseline "
+                lines.append(f"{record.id} {name}: in the baseline "
                              f"({format_value(v.baseline, v.unit)}) but not recorded by this "
                              "run; if that is expected (an out-of-memory batch, a removed "
                              "metric), call hpml.expect_missing(...) in the test")
         elif v.outcome == "unconfirmed" and rules.fail_unconfirmed:
-            lines.append(f"{where(record)} {name}: "
+            lines.append(f"{record.id} {name}: "
                          f"{format_change(v.baseline, v.current, v.unit)} ({v.change:+.1%}), "
                          f"unconfirmed (--fail-unconfirmed): {v.basis}")
         elif v.outcome == "incomparable":
-            lines.append(f"{where(record)} {name}: {v.basis}")
+            lines.append(f"{record.id} {name}: {v.basis}")
         if rules.strict_blind and v.has_blind_spot and not (m is not None and m.derived_from):
-            lines.append(f"{where(record)} {name}: a blind spot (--hpml-strict-blind-spots): "
+            lines.append(f"{record.id} {name}: a blind spot (--hpml-strict-blind-spots): "
                          f"{v.blind}")
     return lines
 
