@@ -1,0 +1,144 @@
+"""Each row's noise for the rows of one shape of a large family (a part of the compare stage,
+used by compare/arrays.py): the spread between processes and the drift between occasions
+(noise.estimate), raised to the family's (Family.floor), and the change each row's noise lets
+this machine detect (noise.threshold_of), taken on all the rows at once as arrays of their
+logs. numpy is passed in by the caller, which imports it only where it judges as arrays."""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Any
+
+from pytest_hpml.compare.families import Family
+from pytest_hpml.compare.noise import (
+    DRIFT_MIN_SAVES,
+    SPEED_UNITS,
+    drift_weight,
+    occasions,
+    quantile,
+)
+from pytest_hpml.compare.stored import Stored
+from pytest_hpml.compare.verdicts import Rules
+from pytest_hpml.measure.stats import median_uncertainty
+from pytest_hpml.results import Metric
+
+#: A row's Noise as its fields (Noise(*parts)): between, dof, within, drift, drift_dof, saves,
+#: runs_now, runs_before, pooled_rows, pooled_drift.
+NoiseParts = tuple[float | None, int, float, float, int | None, int, int, int, int, bool]
+
+
+def occasions_of(logs: Any, saves: list[int] | None) -> list[Any]:
+    """The columns of `logs` (rows by stored runs) that each save added (noise.occasions)."""
+    found = [g for g in occasions(list(range(logs.shape[1])), saves) if g]
+    return [logs[:, g[0]:g[-1] + 1] for g in found]
+
+
+def squares_within(np: Any, groups: list[Any], now_logs: Any) -> tuple[Any, int]:
+    """stats.squares_within of each row's groups (arrays of rows by values) and its processes
+    now: the sums of squares by row, and their degrees of freedom (one for all the rows)."""
+    squares = np.zeros(now_logs.shape[0])
+    dof = 0
+    for group in [*groups, now_logs]:
+        if group.shape[1] >= 2:
+            centred = group - group.mean(axis=1, keepdims=True)
+            squares += (centred * centred).sum(axis=1)
+            dof += group.shape[1] - 1
+    return squares, dof
+
+
+class Noises:
+    """The Noise of each row of one shape, as noise.estimate and Family.floor make it, in
+    arrays: Noise(*self.parts(i)) is the `i`th row's. No Noise is built for every row: a
+    10 000-row sweep built and floored one a row, a seventh of its judging, to read a threshold
+    from it."""
+
+    def __init__(self, between: Any | None, dof: Any, within: Any, drift: Any,
+                 drift_dof: int | None, occasions: int, runs_now: int, runs_before: int,
+                 pooled_rows: Any, moved: Any) -> None:
+        self.between, self.dof, self.within, self.drift = between, dof, within, drift
+        # The drift's degrees of freedom: the shape's (None: assumed), a moved row's its
+        # family's (pooled_rows - 1).
+        self.drift_dof, self.moved, self.pooled_rows = drift_dof, moved, pooled_rows
+        self.occasions, self.runs_now, self.runs_before = occasions, runs_now, runs_before
+
+    def parts(self, i: int) -> NoiseParts:
+        moved, rows = bool(self.moved[i]), int(self.pooled_rows[i])
+        return (None if self.between is None else float(self.between[i]), int(self.dof[i]),
+                float(self.within[i]), float(self.drift[i]),
+                rows - 1 if moved else self.drift_dof, self.occasions, self.runs_now,
+                self.runs_before, rows, moved)
+
+    def detectable(self, np: Any, alpha: float) -> Any:
+        """Each row's detectable change without the tolerance (expm1 of noise.threshold_of,
+        infinite past 700 as verdicts.py takes it), taken on all the rows at once: the same
+        formulas, Student's t quantile asked row by row (noise.quantile's rounding and
+        cache)."""
+        drift_var = self.drift ** 2 * drift_weight(self.occasions)
+        if self.between is None:
+            # One process on each side: the within-run view only (3 notches), and the drift.
+            threshold = np.hypot(3 * self.within,
+                                 NormalDist().inv_cdf(1 - alpha) * np.sqrt(drift_var))
+        else:
+            process_var = self.between ** 2 * (1 / self.runs_now + 1 / self.runs_before)
+            # The drift's share where it was learned (its degrees of freedom), none where
+            # assumed: threshold_of's.
+            drift_dof = np.where(self.moved, self.pooled_rows - 1, self.drift_dof or 0)
+            learned = drift_dof > 0
+            spread = process_var ** 2 / self.dof + np.where(
+                learned, drift_var ** 2 / np.where(learned, drift_dof, 1), 0.0)
+            total = process_var + drift_var
+            with np.errstate(divide="ignore", invalid="ignore"):
+                effective = np.where(spread > 0, total ** 2 / spread, np.inf)
+            p = 1 - alpha
+            threshold = np.array([quantile(p, e) for e in effective.tolist()]) * \
+                np.sqrt(total)
+        with np.errstate(over="ignore"):
+            return np.where(threshold < 700, np.expm1(np.minimum(threshold, 700.0)), np.inf)
+
+
+def noise_of(np: Any, logs: Any, saves: list[int] | None, now_logs: Any,
+             rows: list[tuple[Any, Metric, Stored]], rules: Rules, family: Family) -> Noises:
+    """Each row's noise (Noises) for rows of one shape: `logs` of their stored runs (rows by
+    runs, grouped by `saves`), `now_logs` of their processes now."""
+    n, h = logs.shape
+    k = now_logs.shape[1]
+    stored = occasions_of(logs, saves)
+    squares, dof = squares_within(np, stored, now_logs)
+    between = np.sqrt(squares / dof) if dof else None
+    drift_dof = None
+    if len(stored) >= DRIFT_MIN_SAVES:
+        means = np.stack([g.mean(axis=1) for g in stored], axis=1)
+        spread = means - means.mean(axis=1, keepdims=True)
+        variance = (spread * spread).sum(axis=1) / (len(stored) - 1)
+        explained = (0.0 if between is None else between * between) * \
+            sum(1 / g.shape[1] for g in stored) / len(stored)
+        drift = np.sqrt(np.maximum(0.0, variance - explained))
+        drift_dof = len(stored) - 1
+    else:
+        assumed = rules.drift
+        drift = np.array([math.log1p(assumed) if assumed > 0 and r[1].unit in SPEED_UNITS
+                          else 0.0 for r in rows])
+    within = np.array([math.hypot(median_uncertainty(m.samples or []), old.within)
+                       for _, m, old in rows], dtype=float)
+    occasions_, runs_now, runs_before = max(len(stored), 1), max(k, 1), max(h, 1)
+    # Family.floor, on all the rows at once: the spread between processes raised to the
+    # family's (with its degrees of freedom), and the drift to what the rows' changes show
+    # beyond that spread (learned over the family's rows).
+    pooled = family.spreads.get("")
+    raised = np.zeros(n, dtype=bool)
+    dofs = np.full(n, dof)
+    if pooled is not None and pooled.between is not None:
+        raised = np.ones(n, dtype=bool) if between is None else between < pooled.between
+        between = np.where(raised, pooled.between, 0.0 if between is None else between)
+        dofs = np.where(raised, pooled.dof, dof)
+    drifts = np.zeros(n, dtype=bool)
+    if pooled is not None and pooled.changes is not None:
+        processes = (np.zeros(n) if between is None else between ** 2) * (
+            1 / runs_now + 1 / runs_before)
+        shown = np.sqrt(np.maximum(0.0, pooled.changes ** 2 - processes)
+                        / drift_weight(occasions_))
+        drifts = shown > drift
+        drift = np.where(drifts, shown, drift)
+    return Noises(between, dofs, within, drift, drift_dof, occasions_, runs_now, runs_before,
+                   np.where(raised | drifts, family.rows, 0), drifts)
