@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpml import rerun
+from pytest_hpml import environment, rerun
 from pytest_hpml.compare import baselines, engine, settling, suite
 from pytest_hpml.compare.advice import Advice, StoredAdvice
 from pytest_hpml.compare.stored import Stored
@@ -155,6 +155,8 @@ class BaselineRun:
                   "point --hpml-baselines at the folder that has it.")
         self.baseline = found
         self.source.baseline = found
+        if found is not None:
+            environment.freeze_configured_heap(self.config)  # read once, kept all the run
         self.rows_by_test = suite.rows_by_test(found.records) if found else {}
 
     def baseline_now(self) -> baselines.Baseline | None:

@@ -168,6 +168,60 @@ def test_bookkeeping_pauses_the_collector_and_leaves_it_as_it_was() -> None:
         gc.enable()
 
 
+
+def test_what_bookkeeping_made_joins_a_frozen_heap_and_only_a_frozen_one() -> None:
+    from pytest_hpml.compare.bulk import collector_paused
+
+    kept: list[list[list[int]]] = []  # all of it alive: a frozen object freed leaves the count
+    gc.unfreeze()
+    try:
+        with collector_paused(freeze=True):
+            kept.append([[i] for i in range(1000)])
+        assert gc.get_freeze_count() == 0  # not frozen: the collector left as it was
+        gc.freeze()  # as the session's environment control freezes it
+        before = gc.get_freeze_count()
+        with collector_paused(freeze=True):
+            kept.append([[i] for i in range(1000)])
+        assert gc.get_freeze_count() >= before + 1000
+        frozen = gc.get_freeze_count()
+        with pytest.raises(ValueError), collector_paused(freeze=True):
+            kept.append([[i] for i in range(1000)])
+            raise ValueError("a failed block's traceback holds frames: not frozen")
+        assert gc.get_freeze_count() == frozen
+        with collector_paused(pause=False, freeze=True):  # the fixture's, not paused
+            kept.append([[i] for i in range(1000)])
+        assert gc.get_freeze_count() == frozen and gc.isenabled() and len(kept) == 4
+    finally:
+        gc.unfreeze()
+
+
+CONFIGURED_PROBE = """
+import gc
+import pathlib
+
+
+def pytest_sessionstart(session):
+    pathlib.Path("at_start.txt").write_text(str(gc.get_freeze_count()))
+"""
+
+
+def test_a_baseline_read_at_configure_is_frozen_before_the_session_starts(
+        pytester: pytest.Pytester) -> None:
+    # Read at configure, a 10 000-row file was walked by the collections until the first
+    # test's freeze (0.03-0.05 s of a compare): frozen as soon as it is read.
+    pytester.makepyfile(test_one="""
+def test_one(hpml):
+    hpml.record("time", 1e-3, unit="s", better="lower")
+""")
+    assert pytester.runpytest_subprocess("-p", "no:cacheprovider",
+                                         "--hpml-save-baseline").ret == 0
+    pytester.makeconftest(CONFIGURED_PROBE)
+    for env, frozen in (("control", True), ("keep", False)):
+        assert pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hpml-compare",
+                                             f"--hpml-env={env}").ret == 0
+        assert (int((pytester.path / "at_start.txt").read_text()) > 1000) is frozen, env
+
+
 SUMMARY_PROBE = """
 import gc
 import pathlib

@@ -118,9 +118,24 @@ def stamp(path: Path) -> tuple[int, ...] | None:
 
 def parse(path: Path, text: str) -> Baseline:
     """A baseline from its text; BaselineError naming `path` when it cannot be used."""
+    # One pause for the JSON and its check: each pause's end had the collector walk all it
+    # made (a 10 000-row file's rows, then its checked metrics).
+    with collector_paused():
+        data = _decoded(path, text)
+        problem = _schema_problem(path, data)
+        if problem:
+            raise problem
+        checked: dict[str, dict[str, Stored]] = {}
+        try:
+            fingerprint, profile, records, saves = check_document(data, checked)
+        except Invalid as exc:
+            raise _damaged(path, str(exc)) from None
+    return Baseline(path, fingerprint, profile, records, saves, checked)
+
+
+def _decoded(path: Path, text: str) -> Any:
     try:
-        with collector_paused():
-            data = json.loads(text)
+        return json.loads(text)
     except RecursionError:  # lists in lists deeper than Python's stack: no baseline is
         raise _damaged(path, "its JSON is nested too deeply to be a baseline") from None
     except json.JSONDecodeError as exc:
@@ -128,16 +143,6 @@ def parse(path: Path, text: str) -> Baseline:
             f"baseline file {path} is not valid JSON ({exc}); it was left untouched. "
             "Fix or remove it, then rerun with --hpml-save-baseline to record a new one."
         ) from None
-    problem = _schema_problem(path, data)
-    if problem:
-        raise problem
-    checked: dict[str, dict[str, Stored]] = {}
-    try:
-        with collector_paused():
-            fingerprint, profile, records, saves = check_document(data, checked)
-    except Invalid as exc:
-        raise _damaged(path, str(exc)) from None
-    return Baseline(path, fingerprint, profile, records, saves, checked)
 
 
 def load(path: Path) -> Baseline | None:
@@ -212,7 +217,7 @@ def save(path: Path, fingerprint: dict[str, Any], profile: str, records: list[Re
     if policy.keep < 1:
         raise ValueError(f"keep must be >= 1 run, got {policy.keep}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with locked(path), collector_paused():
+    with locked(path), collector_paused(freeze=True):
         clean_stale_temporaries(path)
         # Read under the lock, just before writing: a save that finished a moment ago is
         # merged, not overwritten. A damaged file raises here and is never overwritten.

@@ -213,7 +213,7 @@ def judge_rows(records: list[Record], stored_of: Callable[[str], dict[str, Store
     answers as a judgement that confirms nothing would: not with can_confirm); the families
     are found only where some metric is. `memo`: one comparison's, kept across its passes
     (families)."""
-    with collector_paused():
+    with collector_paused(freeze=True):
         _judge_rows(records, records if rows is None else rows, stored_of, rules, can_confirm,
                     advice, said, levels_only, memo)
 
