@@ -24,8 +24,9 @@ compare reads (pytest-benchmark's reads its one saved run, as it has no history)
 
 With --before REV, each pytest-hpml command also runs with the plugin at git revision REV (a
 worktree put first on PYTHONPATH) in the same trials, taking its turn with the others: what a
-change of the plugin did to each cost, measured beside it rather than at another hour. REV must
-read the baseline files this version writes.
+change of the plugin did to each cost, measured beside it rather than at another hour. This
+checkout is then put first on PYTHONPATH as well, so both sides import alike. REV must read the
+baseline files this version writes.
 
     python tools/cost_ratios.py --trials 7 --rows 10000 --history 3 --before d8ec94b
 """
@@ -204,7 +205,10 @@ def main() -> None:
                                          "--hpml-baselines=history"])
         if code:
             raise SystemExit(f"saving the history failed:\n{text[-3000:]}")
-    plugins: dict[str, Path | None] = {name: None for name in commands}
+    # With --before, this checkout's commands import the plugin through PYTHONPATH too, as
+    # REV's do: a path put first on sys.path cost every process 0.08 s here, which a side
+    # importing through the installed package alone did not pay.
+    plugins: dict[str, Path | None] = {name: ROOT if args.before else None for name in commands}
     if args.before:
         tree = worktree(args.out.parent / "cost-before", args.before)
         for name in [n for n in commands if commands[n][:2] == HPML]:
