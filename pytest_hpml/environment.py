@@ -41,6 +41,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpml.compare import bulk
 from pytest_hpml.session import add_option, run_of, xdist_workers
 
 MMAP_THRESHOLD = 64 * 2**20
@@ -151,6 +152,7 @@ def freeze_heap(config: pytest.Config) -> None:
     that long anyway."""
     gc.freeze()
     config.stash[FROZEN_KEY] = True
+    bulk.heap_frozen = True
 
 
 def unfreeze_heap(config: pytest.Config) -> None:
@@ -159,6 +161,7 @@ def unfreeze_heap(config: pytest.Config) -> None:
     first, so its last collection, at its cleanup, walks only what the tests made."""
     if config.stash.get(FROZEN_KEY, False):
         config.stash[FROZEN_KEY] = False
+        bulk.heap_frozen = False
         gc.unfreeze()
 
 

@@ -169,16 +169,20 @@ def test_bookkeeping_pauses_the_collector_and_leaves_it_as_it_was() -> None:
 
 
 
-def test_what_bookkeeping_made_joins_a_frozen_heap_and_only_a_frozen_one() -> None:
+def test_what_bookkeeping_made_joins_a_frozen_heap_and_only_a_frozen_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_hpml.compare import bulk
     from pytest_hpml.compare.bulk import collector_paused
 
     kept: list[list[list[int]]] = []  # all of it alive: a frozen object freed leaves the count
     gc.unfreeze()
+    monkeypatch.setattr(bulk, "heap_frozen", False)
     try:
         with collector_paused(freeze=True):
             kept.append([[i] for i in range(1000)])
         assert gc.get_freeze_count() == 0  # not frozen: the collector left as it was
-        gc.freeze()  # as the session's environment control freezes it
+        gc.freeze()  # as the session's environment control freezes it (freeze_heap)
+        monkeypatch.setattr(bulk, "heap_frozen", True)
         before = gc.get_freeze_count()
         with collector_paused(freeze=True):
             kept.append([[i] for i in range(1000)])

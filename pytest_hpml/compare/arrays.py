@@ -270,17 +270,17 @@ def _verdict(m: Metric, old: Stored, noise: array_noise.Noises, j: int,
         outcome, basis = "ambiguous", partial(not_caught, c, mdc)
     # Said when read: most of a sweep's verdicts are counted, not shown (verdict.Worded).
     return Worded.said_later(
-        outcome, partial(_words, basis, noise.parts(j), noisy, blind, asked.rules, alpha,
+        outcome, partial(_words, basis, noise, j, noisy, blind, asked.rules, alpha,
                          asked.advice), blind,
         unit=m.unit, baseline=baseline, current=current, change=c, mdc=mdc,
         accepted=old.last_accepted(), processes=k)
 
 
-def _words(basis: str | Callable[[str], str], parts: array_noise.NoiseParts, noisy: float,
+def _words(basis: str | Callable[[str], str], noise: array_noise.Noises, j: int, noisy: float,
            blind: bool, rules: Rules, alpha: float, advice: Advice) -> tuple[str, str | None]:
-    """A verdict's basis (`basis` with the noise in words) and its blind spot, where it has one
-    (`noisy`: the detectable change without the tolerance)."""
-    n = Noise(*parts)
+    """A verdict's basis (`basis` with the noise of the `j`th row of `noise` in words) and its
+    blind spot, where it has one (`noisy`: the detectable change without the tolerance)."""
+    n = Noise(*noise.parts(j))
     said = basis if isinstance(basis, str) else basis(n.describe())
     return said, blind_spot(n, noisy, rules.max_detectable, alpha, advice) if blind else None
 
