@@ -11,7 +11,7 @@ import random
 import pytest
 from hpml_testing import FAST, save_in_processes, verdicts_of
 
-from pytest_hpml.compare import engine, families
+from pytest_hpml.compare import engine, families, family_finder
 from pytest_hpml.compare.families import MIN_POOLED_ROWS, Family, Spread, pooled_spread
 from pytest_hpml.compare.noise import Noise
 from pytest_hpml.compare.stored import Stored
@@ -140,11 +140,11 @@ def test_a_comparison_finds_its_families_again_from_the_rows_a_round_measured(
     assert first == engine.families(records, bases)
     taken = []
     real = families.row_share
-    monkeypatch.setattr(engine, "row_share", lambda *a: taken.append(a) or real(*a))
+    monkeypatch.setattr(family_finder, "row_share", lambda *a: taken.append(a) or real(*a))
     for record in records[:3]:  # a round of confirmation measured three rows, 3x slower
         fresh = [Metric("time", 3 * record.metrics[0].value, "s", "lower")]
         record.replicates["time"] = engine.merge(record.values_of("time"), fresh)
     again = engine.families(records, bases, memo)
     assert len(taken) == 3  # only the rows the round measured
-    monkeypatch.setattr(engine, "row_share", real)
+    monkeypatch.setattr(family_finder, "row_share", real)
     assert again == engine.families(records, bases) != first
