@@ -162,7 +162,7 @@ class RefRun:
             record.warnings += first.problems
         rules = source.rules(rules_of(self.config))
         rounds = {"done": 0}
-        memo: engine.FamilyMemo = {}
+        memo = engine.FamilyMemo()
 
         def judge_all(left: int, rows: list[Record]) -> None:
             engine.judge_rows(records, source.stored, rules, 0, source.advice, source.label,

@@ -185,7 +185,7 @@ class BaselineRun:
         the change, and no more once one brings it back within the tolerance (a suspicion the
         next process dispels costs one)."""
         rules = self.source.rules(self.rules)
-        memo: engine.FamilyMemo = {}
+        memo = engine.FamilyMemo()
 
         def judge_all(left: int, rows: list[Record]) -> None:
             engine.judge_rows(records, self.source.stored, rules, left, self.source.advice,

@@ -121,6 +121,52 @@ def test_a_family_only_ever_raises_a_rows_noise() -> None:
     assert family.floor(quiet, "relative to the machine's yardstick") is quiet
 
 
+@pytest.mark.parametrize("rows", [2 * MIN_POOLED_ROWS, 300])  # row by row; as arrays
+def test_families_found_again_after_rounds_are_those_found_from_scratch(
+        rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Rounds of fresh processes over random rows (some measured again), and a round that also
+    # measured the evidence again (a git ref's, which the pass cannot take from the last): each
+    # pass's families are those found from scratch, and only the rows a round measured (and
+    # the row whose evidence moved) are taken again.
+    rng = random.Random(rows)
+    records, bases = [], {}
+    for i in range(rows):
+        history = [math.exp(rng.gauss(0, 0.05)) for _ in range(6)]
+        record = Record(f"t[size={i}]", "sweep", test="t", metrics=[
+            Metric("time", math.exp(rng.gauss(0, 0.05)), "s", "lower")])
+        records.append(record)
+        bases[record.id] = {"time": Stored("time", history[-1], "s", "lower", history=history,
+                                           history_saves=[2, 2, 2])}
+    memo = engine.FamilyMemo()
+    assert engine.families(records, bases, memo) == engine.families(records, bases)
+    taken: list[int] = []
+    real = family_finder._share_as_arrays, family_finder._share
+    monkeypatch.setattr(family_finder, "_share_as_arrays",
+                        lambda memo, rows: taken.append(len(rows)) or real[0](memo, rows))
+    monkeypatch.setattr(family_finder, "_share",
+                        lambda *row: taken.append(1) or real[1](*row))
+    quick: list[bool] = []
+    again_of = family_finder._found_again
+    monkeypatch.setattr(family_finder, "_found_again",
+                        lambda *a: quick.append((found := again_of(*a)) is not None) or found)
+    for round_ in range(4):
+        taken.clear()
+        measured = rng.sample(records, 7)
+        for record in measured:
+            fresh = [Metric("time", math.exp(rng.gauss(0.3, 0.1)), "s", "lower")]
+            record.replicates["time"] = engine.merge(record.values_of("time"), fresh)
+        if round_ == 3:  # the evidence measured again: every row's taken anew
+            moved = records[0].id
+            bases = {**bases, moved: {"time": Stored("time", 1.0, "s", "lower",
+                                                     history=[1.0, 1.1], history_saves=[2])}}
+        again = engine.families(records, bases, memo)
+        assert sum(taken) == len({r.id for r in measured} | ({moved} if round_ == 3 else set()))
+        assert again == family_finder.families(records, bases), round_
+    assert quick == [True, True, True, False]
+    monkeypatch.setattr(family_finder, "_share_as_arrays", real[0])
+    monkeypatch.setattr(family_finder, "_share", real[1])
+
+
 def test_a_comparison_finds_its_families_again_from_the_rows_a_round_measured(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A comparison judges again after each round of confirmation; the rows' shares of their
@@ -135,7 +181,7 @@ def test_a_comparison_finds_its_families_again_from_the_rows_a_round_measured(
         records.append(record)
         bases[record.id] = {"time": Stored("time", history[-1], "s", "lower", history=history,
                                            history_saves=[2, 2, 2])}
-    memo: engine.FamilyMemo = {}
+    memo = engine.FamilyMemo()
     first = engine.families(records, bases, memo)
     assert first == engine.families(records, bases)
     taken = []
