@@ -118,7 +118,7 @@ def test_without_numpy_every_row_is_judged_row_by_row(monkeypatch: pytest.Monkey
     by_row = _judged(rows, Rules(), 2)
     arrays_from(monkeypatch, 100)
     monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` fails, as uninstalled
-    assert arrays.judged([(r, r.metrics[0], b["time"]) for r, b in rows], _family(rows),
+    assert arrays.judged([((r, r.metrics[0], b["time"]), None) for r, b in rows], _family(rows),
                          Rules(), 0) == {}
     assert all(_agree(a, b) for a, b in zip(by_row, _judged(rows, Rules(), 2), strict=True))
 

@@ -129,7 +129,11 @@ class _Asked:
     levels_only: bool
 
 
-def judged(rows: Sequence[Row], family: Family, rules: Rules, can_confirm: int,
+#: A row with its values, where they were taken already (None: taken here).
+Valued = tuple[Row, Replicates | None]
+
+
+def judged(rows: Sequence[Valued], family: Family, rules: Rules, can_confirm: int,
            advice: Advice | None = None, levels_only: bool = False
            ) -> dict[tuple[str, str], Verdict]:
     """The verdicts this module can give of `rows` (one family's, judged at its alpha), by
@@ -138,9 +142,10 @@ def judged(rows: Sequence[Row], family: Family, rules: Rules, can_confirm: int,
     screen's verdict, one the noise hides a verdict without the noise in words or the blind
     spot, as the screen's (compare/level_screen.py); the outcomes are the full judgement's."""
     shapes: dict[Shape, list[tuple[Row, Replicates]]] = {}
-    for row in rows:
+    for row, now in rows:
         record, m, old = row
-        now = record.values_of(m.name)
+        if now is None:
+            now = record.values_of(m.name)
         if _kind_judged_here(m, now, old):
             shapes.setdefault(_shape(now, old), []).append((row, now))
     found: dict[tuple[str, str], Verdict] = {}

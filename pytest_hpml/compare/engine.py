@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from pytest_hpml.compare import arrays, level_screen
 from pytest_hpml.compare.bulk import collector_paused
-from pytest_hpml.compare.family_finder import Families, FamilyMemo, families
+from pytest_hpml.compare.family_finder import Families, FamilyMemo, families, rows_found
 from pytest_hpml.compare.noise import Advice
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import Rules, judge_metric
@@ -148,6 +148,7 @@ def _judge_rows(records: list[Record], rows: list[Record],
                 advice: Advice | None, said: str, levels_only: bool,
                 memo: FamilyMemo | None) -> None:
     bases = {record.id: stored_of(record.id) for record in records}
+    memo = FamilyMemo() if memo is None else memo  # the families' rows, for the arrays
     screened = levels_only and not can_confirm
     # The rows of a family judged as arrays skip the screen: the arrays answer for less than
     # the screen's Python (0.13 s of a 10 000-row save).
@@ -160,7 +161,8 @@ def _judge_rows(records: list[Record], rows: list[Record],
     # A family's floor and alpha come from all its rows, screened or not, judged now or not.
     found = families(records, bases, memo) if weighed else {}
     if any(arrays.worth_it(f.rows) for f in found.values()):
-        _in_arrays(rows, bases, found, rules, can_confirm, advice, decided, screened)
+        _in_arrays(rows, bases, found, rules, can_confirm, advice, decided, screened,
+                   rows_found(memo, records) if rows is records else {})
     for record in rows:
         judge(record, bases[record.id], rules, can_confirm, advice, said, found,
               decided.get(record.id))
@@ -168,18 +170,25 @@ def _judge_rows(records: list[Record], rows: list[Record],
 
 def _in_arrays(rows: list[Record], bases: dict[str, dict[str, Stored]], found: Families,
                rules: Rules, can_confirm: int, advice: Advice | None,
-               decided: dict[str, dict[str, Verdict]], levels_only: bool) -> None:
+               decided: dict[str, dict[str, Verdict]], levels_only: bool,
+               known: dict[tuple[str, str], list[arrays.Valued]]) -> None:
     """Add to `decided` the verdicts compare/arrays.py gives of the rows of large families
-    (those it leaves out are judged in full); levels_only: a save's, as the screen's."""
-    by_family: dict[tuple[str, str], list[tuple[Record, Metric, Stored]]] = {}
-    for record in rows:
+    (those it leaves out are judged in full); levels_only: a save's, as the screen's. `known`:
+    the families' rows with their values, as they were found (all of `rows`' families)."""
+    by_family: dict[tuple[str, str], list[arrays.Valued]] = {}
+    for key, family in found.items() if known else ():
+        if arrays.worth_it(family.rows):
+            by_family[key] = [row for row in known[key]
+                              if row[0][1].name not in decided.get(row[0][0].id, ())
+                              ] if decided else known[key]
+    for record in rows if not known else ():
         base, done = bases[record.id], decided.get(record.id, {})
         for m in record.metrics:
             key = (record.test or record.id, m.name)
             old, family = base.get(m.name), found.get(key)
             if old is not None and m.name not in done and family is not None and \
                     arrays.worth_it(family.rows):
-                by_family.setdefault(key, []).append((record, m, old))
+                by_family.setdefault(key, []).append(((record, m, old), None))
     for key, members in by_family.items():
         for (rid, name), verdict in arrays.judged(members, found[key], rules, can_confirm,
                                                   advice, levels_only).items():

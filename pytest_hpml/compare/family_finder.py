@@ -16,8 +16,9 @@ from pytest_hpml.results import Metric, Record, Replicates
 
 #: A test's families, by (test, metric name).
 Families = dict[tuple[str, str], Family]
-#: One row of a family as a pass found it: its record, its metric, and the metric's evidence.
-Ref = tuple[Record, Metric, Stored]
+#: One row of a family as a pass found it: its record, its metric and the metric's evidence
+#: (an arrays.Row), with its values (compare/arrays.py judges the family from them).
+Ref = tuple[tuple[Record, Metric, Stored], Replicates]
 #: A family's pooled shares by series label: the shares, and each row's place among them.
 Pooled = dict[str, tuple[list[RowShare], dict[tuple[str, str], int]]]
 
@@ -74,10 +75,9 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
                 # (a round's pass asked 10 000 rows for them again).
                 kept = None if m.name in record.replicates else memo.get((record.id, m.name))
                 key = (record.test or record.id, m.name)
-                members.setdefault(key, []).append(
-                    (record.id, m.name, kept[0] if kept and kept[1] is old
-                     else record.values_of(m.name), old))
-                refs.setdefault(key, []).append((record, m, old))
+                now = kept[0] if kept and kept[1] is old else record.values_of(m.name)
+                members.setdefault(key, []).append((record.id, m.name, now, old))
+                refs.setdefault(key, []).append(((record, m, old), now))
     found: Families = {}
     for key, rows in members.items():
         if len(rows) < 2:
@@ -121,12 +121,15 @@ def _found_again(memo: FamilyMemo, last: _Pass, records: list[Record],
     found: Families = {}
     for key, refs in last.rows.items():
         changed = []
-        for record, m, old in refs:
+        for i, (row, before) in enumerate(refs):
+            record, m, old = row
             if bases.get(record.id, {}).get(m.name) is not old:
                 return None
             now = record.replicates.get(m.name)  # values change by fresh processes only
-            if now is not None and not _kept(memo, record.id, m.name, now, old):
-                changed.append((record.id, m.name, now, old))
+            if now is not None and now is not before:
+                refs[i] = (row, now)
+                if not _kept(memo, record.id, m.name, now, old):
+                    changed.append((record.id, m.name, now, old))
         by_label = last.shares[key]
         if changed and len(refs) >= MIN_POOLED_ROWS:
             rest = _share_as_arrays(memo, changed) if arrays.worth_it(len(refs)) else changed
@@ -168,3 +171,12 @@ def _share(memo: FamilyMemo, rid: str, name: str, now: Replicates, old: Stored) 
     """Into `memo`, a row's shares of its families, by series label."""
     memo[rid, name] = (now, old, {e.label: row_share(e.history, e.saves, e.now)
                                   for e in series(now, old)})
+
+
+def rows_found(memo: dict | None, records: list[Record]) -> dict[tuple[str, str], list[Ref]]:
+    """Each family's rows with their values, as the last pass found them of `records` (none
+    where it found them of other records, or `memo` keeps no pass)."""
+    last = getattr(memo, "last", None)
+    if last is None or last.records is not records or last.count != len(records):
+        return {}
+    return last.rows
