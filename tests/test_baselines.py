@@ -320,3 +320,30 @@ def test_a_merged_metric_is_stored_as_the_stored_metric_writes_itself() -> None:
                     "iqr", "yardstick", "compute_yardstick", "n", "notch", "p10", "p90",
                     "history", "relative_history", "paced_history", "history_saves",
                     "history_save_ids", "accepted", "seeded_from"}, seen
+
+
+def test_a_saves_check_refuses_what_a_loads_check_refuses() -> None:
+    # A save checks what it writes without building a Stored (build=False): the same rules,
+    # the same words, on valid and damaged metrics alike.
+    import random
+
+    from pytest_hpml.compare import baseline_rules
+
+    rng = random.Random(13)
+    choices = {"name": ["time", "", 3, None], "value": [1e-3, -0.5, 0.0, "1", float("nan")],
+               "unit": ["s", "B", "", 7], "better": ["lower", "higher", None, "up"],
+               "samples": [None, [1.0, 2.0], [1.0, -1.0], [1.0, float("inf")], "x"],
+               "tolerance": [None, 0.1, -1, "5%", True], "history": [None, [1.0, 2.0]]}
+    outcomes = set()
+    for _ in range(2000):
+        m = {k: rng.choice(v) for k, v in choices.items() if rng.random() < 0.8}
+        said = []
+        for build in (True, False):
+            try:
+                baseline_rules.check_metric("r", m, build=build)
+                said.append(None)
+            except baseline_rules.Invalid as exc:
+                said.append(str(exc))
+        assert said[0] == said[1], m
+        outcomes.add(said[0] is None)
+    assert outcomes == {True, False}

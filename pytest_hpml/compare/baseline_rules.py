@@ -9,6 +9,7 @@ from typing import Any
 
 from pytest_hpml.compare import provenance
 from pytest_hpml.compare.stored import Stored
+from pytest_hpml.results import check_measurement
 
 
 class Invalid(Exception):
@@ -37,9 +38,11 @@ def _finite_numbers(values: list[Any]) -> bool:
     return all(_finite_number(v) for v in values)
 
 
-def check_metric(record_id: str, m: Any) -> Stored:
+def check_metric(record_id: str, m: Any, build: bool = True) -> Stored | None:
     """Every number a comparison will use is a finite number; the rest of the rules (a name
-    that is a string, no negative time) are Metric's own, the ones hpml.record applies."""
+    that is a string, no negative time) are Metric's own, the ones hpml.record applies.
+    Returns the metric as Stored; None where not `build` (a save's check of what it writes,
+    which keeps no Stored: the same rules, Stored's own applied without building one)."""
     if not isinstance(m, dict) or not isinstance(m.get("name"), str):
         raise Invalid(f"record {record_id!r} has a metric without a name")
     if not _finite_number(m.get("value")):
@@ -65,6 +68,11 @@ def check_metric(record_id: str, m: Any) -> Stored:
         raise Invalid(f"{_where(record_id, m)}: accepted holds {accepted!r}, not a list of "
                       "{'on': date, 'before': number, 'after': number}")
     try:
+        if not build:
+            # Stored.__post_init__'s check, on the fields Stored.from_dict would give it.
+            check_measurement(m["name"], m["value"], m.get("unit", ""), m.get("better"),
+                              samples=m.get("samples"), tolerance=m.get("tolerance"))
+            return None
         return Stored.from_dict(m)
     except (TypeError, ValueError) as exc:  # Metric's rules, whose words name the metric
         raise Invalid(f"record {record_id!r}: {exc}") from exc
@@ -132,8 +140,8 @@ def check_document(data: dict[str, Any], checked: dict[str, dict[str, Stored]] |
             raise Invalid(f"record {r['id']!r}: metrics is not a list")
         row: dict[str, Stored] = {}
         for m in metrics:
-            stored = check_metric(r["id"], m)
-            if m.get("kind", "measured") == "measured":
+            stored = check_metric(r["id"], m, build=checked is not None)
+            if stored is not None and m.get("kind", "measured") == "measured":
                 row[m["name"]] = stored
             try:
                 provenance.check_metric(m, saves)
