@@ -181,3 +181,19 @@ def test_a_save_in_a_git_repository_records_its_head(pytester: pytest.Pytester,
     document = json.loads(baseline_file(pytester.path / "baselines").read_text())
     ids = document["records"][0]["metrics"][0]["history_save_ids"]
     assert [document["saves"][i]["commit"] for i in ids] == [head, OTHER]
+
+
+def test_the_saves_kept_are_those_some_row_refers_to_found_in_any_row() -> None:
+    # The walk stops once every save of the table is found; the saves kept are those of a
+    # walk of every row, wherever the rows referring to them are.
+    import random
+
+    rng = random.Random(17)
+    for _ in range(300):
+        table = {f"s{i}": {"on": f"2026-11-{10 + i:02d}T00:00:00+00:00"} for i in range(5)}
+        rows = [{"metrics": [{"history_save_ids": rng.sample([*table, None], rng.randint(0, 3)),
+                              "accepted": [{"save": rng.choice([*table, "gone"])}]
+                              if rng.random() < 0.1 else None}]}
+                for _ in range(rng.randint(0, 30))]
+        every = set().union(*(provenance.referenced([row]) for row in rows))
+        assert list(provenance.kept(table, rows)) == [k for k in table if k in every]
