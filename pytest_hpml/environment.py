@@ -170,8 +170,14 @@ def freeze_configured_heap(config: pytest.Config) -> None:
     rows and checked metrics), in a run whose environment is controlled, so that the
     collections until the first test do not walk it (0.03-0.05 s of a 10 000-row compare);
     the heap is frozen again before the collection and before the first test."""
-    if config.option.hpml_env != "keep" and run_of(config).used_because is not None:
+    if _controls_heap(config):
         freeze_heap(config)
+
+
+def _controls_heap(config: pytest.Config) -> bool:
+    """Whether this run controls the environment (it uses the plugin, set up by _use at this
+    module's configure, which comes first), its heap's freezing included."""
+    return ENV_KEY in config.stash and config.option.hpml_env != "keep"
 
 
 def refreeze_heap(config: pytest.Config) -> None:
@@ -231,7 +237,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # Last: after every plugin's own work at the collection's end (the save's forkserver,
     # the baseline's rows by test).
     config = session.config
-    if ENV_KEY in config.stash and config.option.hpml_env != "keep":
+    if _controls_heap(config):
         freeze_heap(config)
 
 
