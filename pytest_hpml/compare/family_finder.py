@@ -34,6 +34,10 @@ class _Pass:
     shares: dict[tuple[str, str], Pooled] = field(default_factory=dict)
     found: Families = field(default_factory=dict)
 
+    def of(self, records: list[Record]) -> bool:
+        """Whether this pass found the families of `records` (the list itself, as long)."""
+        return self.records is records and self.count == len(records)
+
 
 class FamilyMemo(dict[tuple[str, str], tuple[Replicates, Stored, dict[str, RowShare]]]):
     """Each row's shares of its families (by series label), by (row id, metric name), with the
@@ -63,7 +67,6 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
     memo = {} if memo is None else memo
     found_pass = _Pass(records, len(records))
     refs: dict[tuple[str, str], list[Ref]] = {}
-    members: dict[tuple[str, str], list[arrays.Member]] = {}
     for record in records:
         base = bases.get(record.id, {})
         for m in record.metrics:
@@ -76,12 +79,12 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
                 kept = None if m.name in record.replicates else memo.get((record.id, m.name))
                 key = (record.test or record.id, m.name)
                 now = kept[0] if kept and kept[1] is old else record.values_of(m.name)
-                members.setdefault(key, []).append((record.id, m.name, now, old))
                 refs.setdefault(key, []).append(((record, m, old), now))
     found: Families = {}
-    for key, rows in members.items():
-        if len(rows) < 2:
+    for key, family_rows in refs.items():
+        if len(family_rows) < 2:
             continue
+        rows = [(record.id, m.name, now, old) for (record, m, old), now in family_rows]
         by_label: Pooled = {}
         # The rows whose shares the memo holds are asked once (a round of confirmation
         # changes a few rows of a 10 000-row sweep).
@@ -97,7 +100,7 @@ def families(records: list[Record], bases: dict[str, dict[str, Stored]],
                     places[rid, name] = len(shares)
                     shares.append(share)
         found[key] = _family(len(rows), by_label)
-        found_pass.rows[key], found_pass.shares[key] = refs[key], by_label
+        found_pass.rows[key], found_pass.shares[key] = family_rows, by_label
     found_pass.found = found
     if isinstance(memo, FamilyMemo):
         memo.last = found_pass
@@ -116,7 +119,7 @@ def _found_again(memo: FamilyMemo, last: _Pass, records: list[Record],
     put in their places, each family pooled again where one of its rows changed. None where
     that cannot tell: other records, evidence that changed (measured again at a git ref), a
     row whose series changed."""
-    if last.records is not records or last.count != len(records):
+    if not last.of(records):
         return None
     found: Families = {}
     for key, refs in last.rows.items():
@@ -137,9 +140,8 @@ def _found_again(memo: FamilyMemo, last: _Pass, records: list[Record],
                 _share(memo, *row)
             for rid, name, _, _ in changed:
                 shares = memo[rid, name][2]
-                if any((rid, name) not in by_label.get(label, ((), {}))[1] for label in shares) \
-                        or sum((rid, name) in places for _, places in by_label.values()) != \
-                        len(shares):
+                if shares.keys() != {label for label, (_, places) in by_label.items()
+                                     if (rid, name) in places}:
                     return None  # the row's series are not those pooled before
                 for label, share in shares.items():
                     pooled_shares, places = by_label[label]
@@ -177,6 +179,4 @@ def rows_found(memo: dict | None, records: list[Record]) -> dict[tuple[str, str]
     """Each family's rows with their values, as the last pass found them of `records` (none
     where it found them of other records, or `memo` keeps no pass)."""
     last = getattr(memo, "last", None)
-    if last is None or last.records is not records or last.count != len(records):
-        return {}
-    return last.rows
+    return last.rows if last is not None and last.of(records) else {}
