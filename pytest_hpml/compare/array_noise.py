@@ -14,6 +14,7 @@ from pytest_hpml.compare.families import Family
 from pytest_hpml.compare.noise import (
     DRIFT_MIN_SAVES,
     SPEED_UNITS,
+    drift_variance,
     drift_weight,
     occasions,
     quantile,
@@ -74,7 +75,7 @@ class Noises:
         infinite past 700 as verdicts.py takes it), taken on all the rows at once: the same
         formulas, Student's t quantile asked row by row (noise.quantile's rounding and
         cache)."""
-        drift_var = self.drift ** 2 * drift_weight(self.occasions)
+        drift_var = drift_variance(self.drift, self.occasions)  # as well on arrays
         if self.between is None:
             # One process on each side: the within-run view only (3 notches), and the drift.
             threshold = np.hypot(3 * self.within,

@@ -80,6 +80,8 @@ def available() -> bool:
 
 #: One row of a family: its record, its metric now, and the evidence of that metric.
 Row = tuple[Record, Metric, Stored]
+
+
 def _runs(old: Stored) -> list[float]:
     """Stored.runs, read only: not copied (a list a row for 10 000 rows, twice)."""
     return old.history or [old.value]
