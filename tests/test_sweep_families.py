@@ -121,14 +121,8 @@ def test_a_family_only_ever_raises_a_rows_noise() -> None:
     assert family.floor(quiet, "relative to the machine's yardstick") is quiet
 
 
-@pytest.mark.parametrize("rows", [2 * MIN_POOLED_ROWS, 300])  # row by row; as arrays
-def test_families_found_again_after_rounds_are_those_found_from_scratch(
-        rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Rounds of fresh processes over random rows (some measured again), and a round that also
-    # measured the evidence again (a git ref's, which the pass cannot take from the last): each
-    # pass's families are those found from scratch, and only the rows a round measured (and
-    # the row whose evidence moved) are taken again.
-    rng = random.Random(rows)
+def _sweep(rng: random.Random, rows: int) -> tuple[list[Record], dict[str, dict[str, Stored]]]:
+    """A test's sweep of `rows` rows, each timed once now, against 3 saves of 2 processes."""
     records, bases = [], {}
     for i in range(rows):
         history = [math.exp(rng.gauss(0, 0.05)) for _ in range(6)]
@@ -137,6 +131,18 @@ def test_families_found_again_after_rounds_are_those_found_from_scratch(
         records.append(record)
         bases[record.id] = {"time": Stored("time", history[-1], "s", "lower", history=history,
                                            history_saves=[2, 2, 2])}
+    return records, bases
+
+
+@pytest.mark.parametrize("rows", [2 * MIN_POOLED_ROWS, 300])  # row by row; as arrays
+def test_families_found_again_after_rounds_are_those_found_from_scratch(
+        rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Rounds of fresh processes over random rows (some measured again), and a round that also
+    # measured the evidence again (a git ref's, which the pass cannot take from the last): each
+    # pass's families are those found from scratch, and only the rows a round measured (and
+    # the row whose evidence moved) are taken again.
+    rng = random.Random(rows)
+    records, bases = _sweep(rng, rows)
     memo = engine.FamilyMemo()
     assert engine.families(records, bases, memo) == engine.families(records, bases)
     taken: list[int] = []
@@ -155,7 +161,7 @@ def test_families_found_again_after_rounds_are_those_found_from_scratch(
         for record in measured:
             fresh = [Metric("time", math.exp(rng.gauss(0.3, 0.1)), "s", "lower")]
             record.replicates["time"] = engine.merge(record.values_of("time"), fresh)
-        if round_ == 3:  # the evidence measured again: every row's taken anew
+        if round_ == 3:  # a row's evidence measured again: the pass found from scratch
             moved = records[0].id
             bases = {**bases, moved: {"time": Stored("time", 1.0, "s", "lower",
                                                      history=[1.0, 1.1], history_saves=[2])}}
@@ -163,8 +169,6 @@ def test_families_found_again_after_rounds_are_those_found_from_scratch(
         assert sum(taken) == len({r.id for r in measured} | ({moved} if round_ == 3 else set()))
         assert again == family_finder.families(records, bases), round_
     assert quick == [True, True, True, False]
-    monkeypatch.setattr(family_finder, "_share_as_arrays", real[0])
-    monkeypatch.setattr(family_finder, "_share", real[1])
 
 
 def test_a_comparison_finds_its_families_again_from_the_rows_a_round_measured(
@@ -173,14 +177,7 @@ def test_a_comparison_finds_its_families_again_from_the_rows_a_round_measured(
     family are kept (engine.FamilyMemo) and taken again only for the rows whose values the
     round changed: the families found are those found from scratch."""
     rng = random.Random(3)
-    records, bases = [], {}
-    for i in range(2 * MIN_POOLED_ROWS):
-        history = [math.exp(rng.gauss(0, 0.05)) for _ in range(6)]
-        record = Record(f"t[size={i}]", "sweep", test="t", metrics=[
-            Metric("time", math.exp(rng.gauss(0, 0.05)), "s", "lower")])
-        records.append(record)
-        bases[record.id] = {"time": Stored("time", history[-1], "s", "lower", history=history,
-                                           history_saves=[2, 2, 2])}
+    records, bases = _sweep(rng, 2 * MIN_POOLED_ROWS)
     memo = engine.FamilyMemo()
     first = engine.families(records, bases, memo)
     assert first == engine.families(records, bases)
