@@ -191,3 +191,41 @@ def test_a_sweeps_verdicts_are_put_in_words_only_where_they_are_read(
         record.verdicts = {k: Verdict.from_dict(v.to_dict()) for k, v in record.verdicts.items()}
     assert lines == verdict_lines(records) + blind_spot_lines(records)
     assert sum(v.has_blind_spot for r in records for v in r.verdicts.values()) == spots
+
+
+@pytest.mark.parametrize("between_known", [True, False])
+def test_whether_fresh_processes_could_catch_a_change_is_asked_of_all_rows_as_one_by_one(
+        between_known: bool) -> None:
+    """array_noise.Noises.could_catch, for every row, is detectable's question asked of the
+    row's Noise: random spreads and drifts, a family's drift or not, one process now and one
+    to six stored, changes near what more processes could bring in reach."""
+    np = pytest.importorskip("numpy")
+    from pytest_hpml.compare.array_noise import Noises
+    from pytest_hpml.compare.detectable import _confirmation_could_catch
+    from pytest_hpml.compare.noise import Noise
+
+    rng = random.Random(5 if between_known else 6)
+    n = 400
+    moved = np.array([rng.random() < 0.5 for _ in range(n)])
+    noises = Noises(
+        np.array([rng.uniform(0.005, 0.3) for _ in range(n)]) if between_known else None,
+        np.array([rng.randint(1, 12) for _ in range(n)]),
+        np.array([rng.uniform(0.0, 0.05) for _ in range(n)]),
+        np.array([rng.choice([0.0, rng.uniform(0.0, 0.2)]) for _ in range(n)]),
+        # A drift learned over 2 degrees of freedom: one more process may catch what three
+        # would not (noise.Noise.processes_for), so each count is asked.
+        2, rng.randint(1, 4), 1, rng.randint(1, 6),
+        np.where(moved, rng.randint(100, 500), 0), moved)
+    change = np.array([rng.uniform(-0.5, 3.0) for _ in range(n)])
+    tol = np.array([rng.choice([0.0, 0.05, 0.1]) for _ in range(n)])
+    for extra in (1, 2, 3):
+        for alpha in (0.01, 0.001):
+            taken = noises.could_catch(np, change, tol, alpha, extra).tolist()
+            one_by_one = [_confirmation_could_catch(
+                Noise(*noises.parts(i)), float(change[i]), noises.runs_now, extra,
+                float(tol[i]), alpha) for i in range(n)]
+            assert taken == one_by_one
+            assert 0 < sum(taken) < n  # both answers are asked
+    rows = np.array([3, 1, 4])
+    part = noises.taken(rows)
+    assert [part.parts(j) for j in range(3)] == [noises.parts(int(i)) for i in rows]

@@ -70,23 +70,26 @@ class Noises:
                 rows - 1 if moved else self.drift_dof, self.occasions, self.runs_now,
                 self.runs_before, rows, moved)
 
-    def detectable(self, np: Any, alpha: float) -> Any:
+    def detectable(self, np: Any, alpha: float, runs_now: int | None = None,
+                   extra_dof: int = 0) -> Any:
         """Each row's detectable change without the tolerance (expm1 of noise.threshold_of,
         infinite past 700 as verdicts.py takes it), taken on all the rows at once: the same
         formulas, Student's t quantile asked row by row (noise.quantile's rounding and
-        cache)."""
+        cache). `runs_now` processes now (default: as measured) and `extra_dof` more behind
+        the spread between processes, as Noise.threshold takes them."""
         drift_var = drift_variance(self.drift, self.occasions)  # as well on arrays
         if self.between is None:
             # One process on each side: the within-run view only (3 notches), and the drift.
             threshold = np.hypot(3 * self.within,
                                  NormalDist().inv_cdf(1 - alpha) * np.sqrt(drift_var))
         else:
-            process_var = self.between ** 2 * (1 / self.runs_now + 1 / self.runs_before)
+            now = runs_now or self.runs_now
+            process_var = self.between ** 2 * (1 / now + 1 / self.runs_before)
             # The drift's share where it was learned (its degrees of freedom), none where
             # assumed: threshold_of's.
             drift_dof = np.where(self.moved, self.pooled_rows - 1, self.drift_dof or 0)
             learned = drift_dof > 0
-            spread = process_var ** 2 / self.dof + np.where(
+            spread = process_var ** 2 / (self.dof + extra_dof) + np.where(
                 learned, drift_var ** 2 / np.where(learned, drift_dof, 1), 0.0)
             total = process_var + drift_var
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -96,6 +99,36 @@ class Noises:
                 np.sqrt(total)
         with np.errstate(over="ignore"):
             return np.where(threshold < 700, np.expm1(np.minimum(threshold, 700.0)), np.inf)
+
+    def taken(self, rows: Any) -> Noises:
+        """The noise of the rows `rows` (indices) only."""
+        return Noises(None if self.between is None else self.between[rows], self.dof[rows],
+                      self.within[rows], self.drift[rows], self.drift_dof, self.occasions,
+                      self.runs_now, self.runs_before, self.pooled_rows[rows],
+                      self.moved[rows])
+
+    def could_catch(self, np: Any, change: Any, tol: Any, alpha: float, extra: int) -> Any:
+        """detectable._confirmation_could_catch of each row (`change`, `tol`: the rows'),
+        taken on all of them at once: whether up to `extra` more processes, as noisy as these,
+        could bring the detectable change below the row's change (each count asked)."""
+        if self.between is None:
+            # The spread between processes is unknown until they run; a drift the family's
+            # rows have shown is not, and no number of processes lowers what it hides.
+            hidden = np.maximum(tol, np.expm1(quantile(1 - alpha, math.inf)
+                                              * np.sqrt(drift_variance(self.drift,
+                                                                       self.occasions))))
+            return ~self.moved | beyond(np, change, hidden)
+        found = np.zeros(len(change), dtype=bool)
+        for more in range(1, extra + 1):
+            mdc = np.maximum(tol, self.detectable(np, alpha, self.runs_now + more, more))
+            found |= beyond(np, change, mdc)
+        return found
+
+
+def beyond(np: Any, change: Any, mdc: Any) -> Any:
+    """detectable.beyond of each row (its change and its detectable change), on arrays."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (change <= -1) | (np.abs(np.log1p(change)) > np.log1p(mdc))
 
 
 def noise_of(np: Any, logs: Any, saves: list[int] | None, now_logs: Any,
