@@ -15,8 +15,10 @@ own (--hpml-compare-ref=HEAD needs one), saved once per tool before the trials.
 With --rows N the suite is one test that records a time for each of N rows (a sweep of a
 team's size), and the commands are a plain run, a save and a compare of it: what a baseline
 of N rows costs to write and to read against running the test. Each row times its own work
-(a sum over 200 integers, about 1 us), taken before the row is entered: the row's entry is the
+(a sum over 200 integers, about 2 us here), taken before the row is entered: the row's entry is the
 harness's bookkeeping, whose allocations put the collector's pauses in the timed span.
+--row-work N makes each row sum N integers instead (5 000: about 0.1 ms here, a small kernel's
+call): what the same bookkeeping costs beside a row that does some work.
 
 With --history N, N saves made on separate occasions before the trials (a team's baseline
 branch, saved on every push to main) are what each measured save adds to and what pytest-hpml's
@@ -116,6 +118,7 @@ def test_layer_norm(benchmark):
 ROWS_SUITE = '''import time
 
 ROWS = {rows}
+WORK = {work}
 
 
 def test_sweep(hpml):
@@ -123,7 +126,7 @@ def test_sweep(hpml):
         if not hpml.wants(size=i):  # a confirmation measures the rows it confirms
             continue
         started = time.perf_counter()
-        sum(range(200))
+        sum(range(WORK))
         took = time.perf_counter() - started  # the row's work, not the harness's bookkeeping
         with hpml.row(size=i) as row:
             row.record("time", took, unit="s", better="lower")
@@ -177,6 +180,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "hpml-out" / "cost")
     parser.add_argument("--rows", type=int, default=0,
                         help="one test of this many rows instead of the team's suite")
+    parser.add_argument("--row-work", type=int, default=200, metavar="N",
+                        help="with --rows: each row's work is a sum over N integers")
     parser.add_argument("--history", type=int, default=0, metavar="SAVES",
                         help="each measured save adds to a history of this many saves (a team's "
                              "save on a push to main) instead of being the first")
@@ -188,7 +193,7 @@ def main() -> None:
     setups = [("pytest-hpml", [*HPML, "--hpml-save-baseline"]),
               ("pytest-benchmark", [*BENCH, "--benchmark-save=base"])]
     if args.rows:
-        folder = project(args.out, ROWS_SUITE.format(rows=args.rows))
+        folder = project(args.out, ROWS_SUITE.format(rows=args.rows, work=args.row_work))
         commands = {name: COMMANDS[name] for name in
                     ("plain run (pytest-hpml)", "save (pytest-hpml)", "compare (pytest-hpml)")}
         ratios = [("save (pytest-hpml)", "plain run (pytest-hpml)", 1.5),
