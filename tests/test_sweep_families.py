@@ -15,7 +15,7 @@ from pytest_hpml.compare import engine, families, family_finder
 from pytest_hpml.compare.families import MIN_POOLED_ROWS, Family, Spread, pooled_spread
 from pytest_hpml.compare.noise import Noise
 from pytest_hpml.compare.stored import Stored
-from pytest_hpml.results import Metric, Record
+from pytest_hpml.results import Metric, Record, Replicates
 
 #: A sweep of single calls on a machine of two speeds: each row of each process lands in the
 #: fast speed or the 50 % slower one by chance, a new draw in every process (the rows of the
@@ -191,3 +191,31 @@ def test_a_comparison_finds_its_families_again_from_the_rows_a_round_measured(
     assert len(taken) == 3  # only the rows the round measured
     monkeypatch.setattr(family_finder, "row_share", real)
     assert again == engine.families(records, bases) != first
+
+
+@pytest.mark.parametrize("rows", [2 * MIN_POOLED_ROWS, 300])  # row by row; as arrays
+def test_a_row_whose_series_changed_in_a_round_has_its_families_found_from_scratch(
+        rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Row 0's evidence timed the yardstick, its first process did not; a round's fresh process
+    # did (values relative to the yardstick now join the comparison): the shares pooled before
+    # are not the row's now, and the pass finds the families from scratch.
+    rng = random.Random(rows + 1)
+    records, bases = _sweep(rng, rows)
+    first = records[0]
+    old = bases[first.id]["time"]
+    bases[first.id] = {"time": Stored("time", old.value, "s", "lower", history=old.history,
+                                      history_saves=old.history_saves,
+                                      relative_history=[v / 2 for v in old.history])}
+    memo = engine.FamilyMemo()
+    before = engine.families(records, bases, memo)
+    assert before == engine.families(records, bases)
+    quick: list[bool] = []
+    again_of = family_finder._found_again
+    monkeypatch.setattr(family_finder, "_found_again",
+                        lambda *a: quick.append((found := again_of(*a)) is not None) or found)
+    now = first.values_of("time").values[0]
+    first.replicates["time"] = Replicates((now, now * 1.01), (now / 2, now * 1.01 / 2))
+    again = engine.families(records, bases, memo)
+    assert quick == [False]
+    assert again == family_finder.families(records, bases)
+    assert len(memo[first.id, "time"][2]) == 2  # its shares as measured and relative
