@@ -102,7 +102,8 @@ class Worded(Verdict):
     def said_later(cls, outcome: str, words: Words, blind_spot: bool, **fields: Any) -> Worded:
         """Worded(outcome, words=words, blind_spot=blind_spot, **fields), its state put in
         place at once: a frozen dataclass's __init__ sets each field through
-        object.__setattr__ (3.7 us a verdict against 0.6 us, for the 10 000 of a sweep)."""
+        object.__setattr__ (Worded(...): 3.1 us a verdict, this: 1.9 us, timeit, 2026-11-28;
+        a Verdict made with its words 1.7 us, for the 10 000 of a sweep)."""
         if outcome not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, not {outcome!r}")
         unknown = fields.keys() - _DEFERRED_DEFAULTS.keys()
