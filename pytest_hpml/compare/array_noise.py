@@ -7,7 +7,6 @@ logs. numpy is passed in by the caller, which imports it only where it judges as
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 from typing import Any
 
 from pytest_hpml.compare.families import Family
@@ -81,7 +80,7 @@ class Noises:
         if self.between is None:
             # One process on each side: the within-run view only (3 notches), and the drift.
             threshold = np.hypot(3 * self.within,
-                                 NormalDist().inv_cdf(1 - alpha) * np.sqrt(drift_var))
+                                 quantile(1 - alpha, math.inf) * np.sqrt(drift_var))
         else:
             now = runs_now or self.runs_now
             process_var = self.between ** 2 * (1 / now + 1 / self.runs_before)

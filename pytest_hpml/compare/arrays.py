@@ -232,10 +232,8 @@ def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
     caught = array_noise.beyond(np, change_w, mdcs)
     limit = rules.max_detectable
     blind = (np.maximum(0.0, grown) > limit) if limit else np.zeros(len(weighed), dtype=bool)
-    better = [members[i][0][1].better for i in weighed]
     confirmed = _confirmed(np, noise, change_w, tol, caught,
-                           np.array([b == "lower" for b in better], dtype=bool),
-                           np.array([b == "higher" for b in better], dtype=bool), k, asked)
+                           [members[i][0][1].better for i in weighed], k, asked)
     reference, current, change = reference.tolist(), current.tolist(), change.tolist()
     mdcs, caught, blind, grown = mdcs.tolist(), caught.tolist(), blind.tolist(), grown.tolist()
     for j, i in enumerate(weighed):
@@ -249,14 +247,16 @@ def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
 
 
 def _confirmed(np: Any, noise: array_noise.Noises, change: Any, tol: Any, caught: Any,
-               lower: Any, higher: Any, k: int, asked: _Asked) -> Any:
+               better: list[str | None], k: int, asked: _Asked) -> Any:
     """Which rows detectable.confirms would measure again in fresh processes, where a
-    worse change beyond the tolerance asks it (False elsewhere; `lower`, `higher`: the rows
-    whose metric is better so): asked of those rows at once (a 10 000-row sweep's compare
-    built a Noise for half its rows to ask it, 0.05 s)."""
+    worse change beyond the tolerance asks it (False elsewhere; `better`: each row's
+    direction): asked of those rows at once (a 10 000-row sweep's compare built a Noise for
+    half its rows to ask it, 0.05 s). A save confirms nothing, and asks nothing here."""
     confirmed = np.zeros(len(change), dtype=bool)
     if not asked.can_confirm:
         return confirmed
+    lower = np.array([b == "lower" for b in better], dtype=bool)
+    higher = np.array([b == "higher" for b in better], dtype=bool)
     worse = (lower & (change > tol)) | (higher & (change < -tol))
     if k > 1:
         return worse
