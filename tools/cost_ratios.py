@@ -15,8 +15,8 @@ own (--hpml-compare-ref=HEAD needs one), saved once per tool before the trials.
 With --rows N the suite is one test that records a time for each of N rows (a sweep of a
 team's size), and the commands are a plain run, a save and a compare of it: what a baseline
 of N rows costs to write and to read against running the test. Each row times its own work
-(a sum over 200 integers, about 2 us here), taken before the row is entered: the row's entry is the
-harness's bookkeeping, whose allocations put the collector's pauses in the timed span.
+(a sum over 200 integers, about 2 us here), taken before the row is entered: the row's entry
+is the harness's bookkeeping, whose allocations put the collector's pauses in the timed span.
 --row-work N makes each row sum N integers instead (5 000: about 0.1 ms here, a small kernel's
 call): what the same bookkeeping costs beside a row that does some work.
 
