@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 import sys
 
 import pytest
@@ -229,3 +230,61 @@ def test_whether_fresh_processes_could_catch_a_change_is_asked_of_all_rows_as_on
     rows = np.array([3, 1, 4])
     part = noises.taken(rows)
     assert [part.parts(j) for j in range(3)] == [noises.parts(int(i)) for i in rows]
+
+
+def _tails_sweep(rng: random.Random, one_process: bool) -> list[tuple[Record, dict[str, Stored]]]:
+    """200 rows whose median change is exactly none; one row moved down to half, so the
+    family's farthest move down is ln 2; four moved up, two just within TAIL_MARGIN times it
+    and two just beyond. one_process: one stored run and one process now (the spread between
+    processes unknown), with samples on both sides; else one save of three processes."""
+    farthest = math.log(2.0)
+    moves = {0: 0.5, 1: math.exp(1.45 * farthest), 2: math.exp(1.55 * farthest),
+             3: math.exp(1.4 * farthest), 4: math.exp(1.6 * farthest)}
+    rows = []
+    for i in range(200):
+        level = rng.uniform(1e-6, 1e-3)
+        history = [level] if one_process else [level * math.exp(rng.gauss(0, 0.01))
+                                               for _ in range(3)]
+        now = (moves.get(i, 1.0) * math.exp(statistics.fmean(map(math.log, history))),)
+        if i not in moves and i % 2:
+            now = (history[0],) if one_process else now  # half the rows exactly unchanged
+        samples = [now[0] * math.exp(rng.gauss(0, 0.002)) for _ in range(9)]
+        base = Stored("time", history[-1], "s", "lower", history=history,
+                      history_saves=[len(history)],
+                      samples=[history[-1] * math.exp(rng.gauss(0, 0.002)) for _ in range(9)]
+                      if one_process else None)
+        metric = Metric("time", now[0], "s", "lower", samples=samples if one_process else None)
+        record = Record(f"t[size={i}]", "sweep", test="t", metrics=[metric])
+        record.replicates["time"] = Replicates(now)
+        rows.append((record, {"time": base}))
+    return rows
+
+
+@pytest.mark.parametrize("one_process", [False, True])
+@pytest.mark.parametrize("can_confirm", [0, 2])
+def test_a_change_within_the_familys_tails_is_held_as_arrays_as_row_by_row(
+        one_process: bool, can_confirm: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caught or suspected change no larger than TAIL_MARGIN times the family's farthest
+    move the other way is `ambiguous`, as arrays as row by row, and one just beyond is judged
+    in full; where the spread between processes is unknown, the arrays leave the row to the
+    full judgement (its rank test of the samples, its `unconfirmed`)."""
+    rows = _tails_sweep(random.Random(9), one_process)
+    rules = Rules(unconfirmed_alone=one_process)
+    arrays_from(monkeypatch, 10**9)
+    by_row = _judged(rows, rules, can_confirm)
+    arrays_from(monkeypatch, 100)
+    as_arrays = _judged(rows, rules, can_confirm)
+    differ = [(a, b) for a, b in zip(by_row, as_arrays, strict=True) if not _agree(a, b)]
+    assert not differ, differ[:2]
+    within, beyond = [by_row[i] for i in (1, 3)], [by_row[i] for i in (2, 4)]
+    if one_process and not can_confirm:
+        # The rank test of the samples decided them (9 a side do not reach a family's
+        # alpha), before any tails.
+        assert all(v.p_value is not None and "within the tails" not in v.basis
+                   for v in within + beyond)
+    else:
+        assert all(v.outcome == "ambiguous" and "within the tails" in v.basis for v in within)
+        assert all(v.outcome == ("suspect" if can_confirm else "regressed") for v in beyond)
+    if not one_process:
+        # The held rows were the arrays' (Worded), not the full judgement's.
+        assert all(isinstance(as_arrays[i], Worded) for i in (1, 3))

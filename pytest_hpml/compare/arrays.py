@@ -31,13 +31,16 @@ from functools import partial
 from typing import Any
 
 from pytest_hpml.compare import array_noise, level_screen, modes
-from pytest_hpml.compare.families import Family, RowShare
+from pytest_hpml.compare.families import TAIL_MARGIN, Family, RowShare, farthest_other_way
 from pytest_hpml.compare.noise import Advice, Noise, blind_spot
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import (
     NO_DIRECTION,
+    SUSPECT,
     Rules,
+    caught_words,
     not_caught,
+    suspected,
     within_tolerance,
     within_tolerance_words,
 )
@@ -222,8 +225,9 @@ def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
                     float(reference[i]))
             else:
                 weighed.append(i)
-    noise = array_noise.noise_of(np, np.log(history[weighed]), saves, np.log(now[weighed]),
-                   [members[i][0] for i in weighed], rules, asked.family)
+    logs, now_logs = np.log(history[weighed]), np.log(now[weighed])
+    noise = array_noise.noise_of(np, logs, saves, now_logs, [members[i][0] for i in weighed],
+                                 rules, asked.family)
     tol = np.array([tolerances[i] for i in weighed], dtype=float)
     grown = noise.detectable(np, asked.alpha)
     change_w = change[weighed]
@@ -234,13 +238,14 @@ def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
     blind = (np.maximum(0.0, grown) > limit) if limit else np.zeros(len(weighed), dtype=bool)
     confirmed = _confirmed(np, noise, change_w, tol, caught,
                            [members[i][0][1].better for i in weighed], k, asked)
+    tails = _within_tails(np, asked.family, now_logs.mean(axis=1) - logs.mean(axis=1))
     reference, current, change = reference.tolist(), current.tolist(), change.tolist()
     mdcs, caught, blind, grown = mdcs.tolist(), caught.tolist(), blind.tolist(), grown.tolist()
     for j, i in enumerate(weighed):
-        (record, m, old), _ = members[i]
+        (record, m, old), values = members[i]
         verdict = _verdict(m, old, noise, j, (reference[i], current[i], change[i]),
                            (tolerances[i], mdcs[j], max(0.0, grown[j]), blind[j], caught[j]),
-                           k, asked, bool(confirmed[j]))
+                           k, asked, bool(confirmed[j]), tails[j], values)
         if verdict is not None:
             found[record.id, m.name] = verdict
     return found
@@ -269,14 +274,16 @@ def _confirmed(np: Any, noise: array_noise.Noises, change: Any, tol: Any, caught
 
 def _verdict(m: Metric, old: Stored, noise: array_noise.Noises, j: int,
              levels: tuple[float, float, float], detectable: tuple[float, float, float, bool, bool],
-             k: int, asked: _Asked, confirmed: bool) -> Verdict | None:
-    """verdicts._verdict of an ordinary row (the `j`th of `noise`) whose `levels` are its
-    stored and current medians and the change between them, and whose `detectable` change
-    was taken with its shape's (its tolerance, the change detectable, that change without the
-    tolerance, whether that is a blind spot, whether the change is beyond it), where it needs
-    nothing more (None: a suspicion, or a change caught: the full judgement's); `confirmed`:
-    whether a worse change is measured again (_confirmed). The Noise is built only where the
-    verdict's words are read."""
+             k: int, asked: _Asked, confirmed: bool, tails: str | None, now: Replicates
+             ) -> Verdict | None:
+    """verdicts._verdict of an ordinary row (the `j`th of `noise`, measured `now`) whose
+    `levels` are its stored and current medians and the change between them, and whose
+    `detectable` change was taken with its shape's (its tolerance, the change detectable, that
+    change without the tolerance, whether that is a blind spot, whether the change is beyond
+    it), where it needs nothing more (None: the full judgement's); `confirmed`: whether a worse
+    change is measured again (_confirmed); `tails`: what the family's tails say of the row's
+    change, where they hold it (_within_tails). The Noise is built only where the verdict's
+    words are read."""
     baseline, current, c = levels
     tol, mdc, noisy, blind, caught = detectable
     alpha = asked.alpha
@@ -285,11 +292,24 @@ def _verdict(m: Metric, old: Stored, noise: array_noise.Noises, j: int,
         outcome, basis = "unchanged", partial(within_tolerance, tol)
     elif m.better is None:
         outcome, basis = "ambiguous", NO_DIRECTION  # a count, a size: never judged
-    elif confirmed:
-        return None  # suspect: the full judgement weighs the family's tails and the machine
-    elif caught:
-        return None  # caught: regressed or improved, with the family's tails and the
-        # machine's moves weighed first
+    elif confirmed or caught:
+        # Suspect, regressed or improved, then held within the family's tails where they hold
+        # it (a 10 000-row sweep's single calls: half its rows), before the machine's moves are
+        # weighed: that verdict needs nothing more. The rest is the full judgement's, and so is
+        # every row whose spread between processes is unknown (a rank test, or `unconfirmed`).
+        if tails is None or noise.between is None:
+            return None
+        worse = c > 0 if m.better == "lower" else c < 0
+        if worse and asked.can_confirm:  # confirms(): caught, or confirmed (_confirmed)
+            outcome, basis = SUSPECT, partial(suspected, c, k)
+        else:
+            outcome = "regressed" if worse else "improved"
+            basis = partial(caught_words, c, mdc, baseline, now.values)
+        return Worded.said_later(
+            "ambiguous", partial(_held_words, basis, tails, noise, j, noisy, blind,
+                                 asked.rules, alpha, asked.advice), True,
+            unit=m.unit, baseline=baseline, current=current, change=c, mdc=mdc,
+            accepted=old.last_accepted(), processes=k)
     elif asked.levels_only:
         return Verdict("ambiguous", unit=m.unit, baseline=baseline, current=current, change=c,
                        mdc=mdc, processes=k, basis=not_caught(c, mdc, level_screen.SCREENED),
@@ -311,6 +331,31 @@ def _words(basis: str | Callable[[str], str], noise: array_noise.Noises, j: int,
     n = Noise(*noise.parts(j))
     said = basis if isinstance(basis, str) else basis(n.describe())
     return said, blind_spot(n, noisy, rules.max_detectable, alpha, advice) if blind else None
+
+
+def _held_words(basis: Callable[[str], str], tails: str, noise: array_noise.Noises, j: int,
+                noisy: float, blind: bool, rules: Rules, alpha: float, advice: Advice
+                ) -> tuple[str, str]:
+    """The words of a verdict the family's tails hold (Family.hold_within_tails): the verdict
+    it was (`basis`, with the noise of the `j`th row of `noise` in words) and why it is held;
+    its blind spot, or why it is held where it has none."""
+    said, spot = _words(basis, noise, j, noisy, blind, rules, alpha, advice)
+    return f"{said}; {tails}", spot or tails
+
+
+def _within_tails(np: Any, family: Family, changes: Any) -> list[str | None]:
+    """Family.within_tails of each row's change (row_change: its mean log now less its stored
+    one), taken on all the rows at once: what the verdict held says, None where the change
+    lies beyond the family's tails (or they are not known)."""
+    tails = family.tails("")
+    if tails is None:
+        return [None] * len(changes)
+    up = changes > 0
+    held = np.abs(changes) <= TAIL_MARGIN * np.where(up, farthest_other_way(tails, True),
+                                                    farthest_other_way(tails, False))
+    said = {way: family.tails_said(tails, way) for way in (True, False)}
+    return [said[way] if kept else None for way, kept in zip(up.tolist(), held.tolist(),
+                                                            strict=True)]
 
 
 def _one_mode(np: Any, history: Any, now: Any, members: list[tuple[Row, Replicates]]) -> Any:

@@ -104,20 +104,32 @@ class Family:
 
     def within_tails(self, label: str, change: float | None) -> str | None:
         """Where a row's change (row_change) is no larger than TAIL_MARGIN times the farthest
-        some row of the family moved the other way from the rows' median change, that (in words);
-        None where it is larger (or nothing is known). Under unchanged code the rows' changes
-        spread both ways alike (a collection that lands in a row's timed call on one side lands
-        in another row's on the other), so a row changed that far is one the family shows on
-        unchanged rows too. Measured from no change, not from the median: a slowdown of the
-        whole sweep moves the median, not the rows' spread, and stays beyond."""
+        some row of the family moved the other way from the rows' median change, what a verdict
+        held within the tails says (tails_said); None where it is larger (or nothing is known).
+        Under unchanged code the rows' changes spread both ways alike (a collection that lands
+        in a row's timed call on one side lands in another row's on the other), so a row
+        changed that far is one the family shows on unchanged rows too. Measured from no
+        change, not from the median: a slowdown of the whole sweep moves the median, not the
+        rows' spread, and stays beyond."""
+        tails = self.tails(label)
+        if tails is None or change is None:
+            return None
+        if abs(change) > TAIL_MARGIN * farthest_other_way(tails, change > 0):
+            return None
+        return self.tails_said(tails, change > 0)
+
+    def tails(self, label: str) -> tuple[float, float, float] | None:
+        """The rows' median change of the series `label` and their farthest moves from it
+        below and above (in logs), where known."""
         spread = self.spreads.get(label)
-        if spread is None or spread.tails is None or change is None:
-            return None
-        _, low, high = spread.tails
-        farthest = -low if change > 0 else high  # the other way, in logs
-        if abs(change) > TAIL_MARGIN * farthest:
-            return None
-        return f"{math.expm1(-farthest if change > 0 else farthest):+.1%}"
+        return None if spread is None else spread.tails
+
+    def tails_said(self, tails: tuple[float, float, float], up: bool) -> str:
+        """Why a row whose change went `up` (or down) within the family's `tails` is held."""
+        farthest = farthest_other_way(tails, up)
+        other = f"{math.expm1(-farthest if up else farthest):+.1%}"
+        return (f"within the tails of the test's {self.rows} rows: one of them moved {other} "
+                "the other way, so a row's change this large is one this sweep shows unchanged")
 
     def hold_within_tails(self, verdict: Verdict, history: list[float], now: list[float]
                           ) -> Verdict:
@@ -126,13 +138,18 @@ class Family:
         (within_tails): a sweep's single calls land a collection or a preemption in one row on
         one side and in another row on the other (a row 5x slower in all three processes here,
         on unchanged code), and the family shows how far such moves reach."""
-        other = self.within_tails("", row_change(history, now))
-        if other is None:
+        said = self.within_tails("", row_change(history, now))
+        if said is None:
             return verdict
-        said = (f"within the tails of the test's {self.rows} rows: one of them moved {other} "
-                "the other way, so a row's change this large is one this sweep shows unchanged")
         return evolve(verdict, outcome="ambiguous", basis=f"{verdict.basis}; {said}",
-                       blind=verdict.blind or said)
+                      blind=verdict.blind or said)
+
+
+def farthest_other_way(tails: tuple[float, float, float], up: bool) -> float:
+    """How far (in logs) some row of a family moved from the rows' median change the other
+    way from a change that went `up` (or down)."""
+    _, low, high = tails
+    return -low if up else high
 
 
 #: What one row adds to its family for one series: the sum of squares of ln(value) between

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 
@@ -296,8 +297,7 @@ def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: flo
         # caught already is confirmed too: more processes can raise the detectable change
         # where the drift dominates (the degrees of freedom fall to the drift's few), and a
         # 12 ms stall of one row of a 10 000-row sweep failed a compare in its one process.
-        return judged(SUSPECT, basis=f"{e.change:+.1%} in {len(e.now)} process(es) so far; "
-                                     f"{evidence}")
+        return judged(SUSPECT, basis=suspected(e.change, len(e.now), evidence))
     p_value = None
     caught = beyond(e.change, e.mdc)
     if e.noise.between is None and caught:
@@ -305,9 +305,6 @@ def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: flo
         caught = p_value is None or p_value < rules.alpha
     if not caught:
         return judged("ambiguous", p_value=p_value, basis=not_caught(e.change, e.mdc, evidence))
-    reference = statistics.median(e.history)
-    shown = ", ".join(f"{relative_change(reference, v):+.1%}" if math.isfinite(v)
-                      else f"{v} (no number)" for v in e.now)
     if worse and rules.unconfirmed_alone and e.noise.between is None and len(e.now) < 2:
         return judged("unconfirmed", p_value=p_value,
                       basis=f"{e.change:+.1%}, in one process a side: the spread between "
@@ -315,8 +312,24 @@ def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: flo
                             "--hpml-baseline-processes, or --hpml-compare, which confirms in "
                             f"fresh processes, can); {evidence}")
     return judged("regressed" if worse else "improved", p_value=p_value,
-                  basis=f"{e.change:+.1%} beyond the {pct(e.mdc)} this machine can detect; "
-                        f"{len(e.now)} process(es): {shown}; {evidence}")
+                  basis=caught_words(e.change, e.mdc, statistics.median(e.history), e.now,
+                                     evidence))
+
+
+def suspected(change: float, processes: int, evidence: str) -> str:
+    """The basis of a `suspect` verdict: the change so far, then what the noise is."""
+    return f"{change:+.1%} in {processes} process(es) so far; {evidence}"
+
+
+def caught_words(change: float, mdc: float, reference: float, now: Sequence[float],
+                 evidence: str) -> str:
+    """The basis of a change caught (`regressed` or `improved`): the change, the detectable
+    one, each of this run's processes measured from the stored runs' median `reference`, then
+    what the noise is (`evidence`)."""
+    shown = ", ".join(f"{relative_change(reference, v):+.1%}" if math.isfinite(v)
+                      else f"{v} (no number)" for v in now)
+    return (f"{change:+.1%} beyond the {pct(mdc)} this machine can detect; {len(now)} "
+            f"process(es): {shown}; {evidence}")
 
 
 #: The basis of a changed metric with no better direction (a count, a size).
