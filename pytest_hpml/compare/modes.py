@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_hpml.measure.stats import squares_within
@@ -114,6 +115,11 @@ class Modal:
     def nearest(self, value: float) -> float:
         """The stored mode's level nearest to `value` (in logs)."""
         return min(self.stored, key=lambda level: abs(math.log(level) - math.log(value)))
+
+    def normalized(self, values: Sequence[float]) -> list[float]:
+        """Each value measured from its nearest stored mode (a ratio to its level); a value
+        that is not a positive number as it is."""
+        return [v / self.nearest(v) if v > 0 and math.isfinite(v) else v for v in values]
 
     def describe(self) -> str:
         return ("modes at " + ", ".join(f"{level:.4g}" for level in self.stored))

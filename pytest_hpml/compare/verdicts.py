@@ -359,24 +359,26 @@ def _judge_modes(found: modes.Modal, current: Metric, now: Replicates, base: Sto
     """A metric whose stored runs hold several modes: each value measured from the level of the
     mode nearest to it, stored runs and this run's processes alike, and judged as measured
     (the yardstick's view of a mode switch would be noise)."""
-    def normal(values: list[float]) -> list[float]:
-        return [v / found.nearest(v) if v > 0 and math.isfinite(v) else v for v in values]
-
     saves = base.history_saves if base.history else None
-    e = _weigh(Evidence("", normal(base.runs), saves, normal(list(now.values))), current,
-               base, tol, rules)
+    e = _weigh(Evidence("", found.normalized(base.runs), saves, found.normalized(now.values)),
+               current, base, tol, rules)
     if e.noise is None:
         return Verdict("ambiguous", baseline=base.reference, current=now.value,
                        basis="the baseline holds no number to compare with")
     anchor = found.nearest(now.value) if now.value > 0 else base.reference
-    verdict = _judge(e, current, now, base, tol, rules, can_confirm,
-                     f"; bimodal: {found.describe()} (learned from the stored runs), each "
-                     "value measured from its nearest mode", baseline=anchor)
+    verdict = _judge(e, current, now, base, tol, rules, can_confirm, bimodal_note(found),
+                     baseline=anchor)
     noisy = e.noise.mdc(0.0, rules.alpha)
     if rules.max_detectable and noisy > rules.max_detectable:
         verdict = evolve(verdict, blind=blind_spot(e.noise, noisy, rules.max_detectable,
                                                    rules.alpha, advice))
     return verdict
+
+
+def bimodal_note(found: modes.Modal) -> str:
+    """What a metric's modes add to its noise in words."""
+    return (f"; bimodal: {found.describe()} (learned from the stored runs), each value measured "
+            "from its nearest mode")
 
 
 def _judge_exactly(current: Metric, now: Replicates, base: Stored, tol: float) -> Verdict:
