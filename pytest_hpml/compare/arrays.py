@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from pytest_hpml.compare import array_noise, level_screen, modes
+from pytest_hpml.compare import array_modes, array_noise, level_screen, modes
 from pytest_hpml.compare.families import TAIL_MARGIN, Family, RowShare, farthest_other_way
 from pytest_hpml.compare.noise import Advice, Noise, blind_spot
 from pytest_hpml.compare.stored import Stored
@@ -203,8 +203,9 @@ def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
                  ) -> dict[tuple[str, str], Verdict]:
     history = np.array([_runs(row[2]) for row, _ in members], dtype=float).reshape(-1, h)
     now = np.array([values.values for _, values in members], dtype=float).reshape(-1, k)
-    ordinary, modal = _one_mode(np, history, now, members)
-    found = _judge_modal(np, members, modal, saves, k, asked)
+    ordinary, modal = _one_mode(np, history, now)
+    found = _judge_modal(np, members, modal, (history, now), saves, k, asked) \
+        if modal is not None else {}
     if not ordinary.all():
         history, now = history[ordinary], now[ordinary]
         members = [member for member, kept in zip(members, ordinary, strict=True) if kept]
@@ -215,33 +216,40 @@ def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
     return found
 
 
-def _judge_modal(np: Any, members: list[tuple[Row, Replicates]], modal: dict[int, modes.Modal],
-                 saves: list[int] | None, k: int, asked: _Asked
+def _judge_modal(np: Any, members: list[tuple[Row, Replicates]], found: array_modes.Modes,
+                 values: tuple[Any, Any], saves: list[int] | None, k: int, asked: _Asked
                  ) -> dict[tuple[str, str], Verdict]:
-    """verdicts._judge_modes of the rows whose stored runs hold several modes (`modal`: each
-    row's, by its place in `members`): each value measured from its nearest mode, judged as
-    measured without the family's floor or tails, the change from the mode nearest to this
-    run's value. A single call's rows of a few microseconds land in two modes in half a
-    10 000-row sweep (a save judged 4 227 of them in full, 70 us each)."""
-    places = [i for i in sorted(modal) if len(modal[i].stored) >= 2]
-    if not places:
+    """verdicts._judge_modes of the rows whose stored runs hold several modes (`found`: the
+    modes of the rows of `members` that hold some, whose `values` are their stored runs and
+    processes now): each value measured from its nearest mode, judged as measured without the
+    family's floor or tails, the change from the mode nearest to this run's value. A single
+    call's rows of a few microseconds land in two modes in half a 10 000-row sweep (a save
+    judged 4 227 of them in full, 70 us each)."""
+    several = np.flatnonzero(found.stored >= 2)
+    if not len(several):
         return {}
-    picked, found = [members[i] for i in places], [modal[i] for i in places]
-    history = np.array([f.normalized(_runs(old)) for ((_, _, old), _), f in zip(
-        picked, found, strict=True)], dtype=float)
-    now = np.array([f.normalized(values.values) for (_, values), f in zip(
-        picked, found, strict=True)], dtype=float).reshape(-1, k)
-    current = np.array([values.value for _, values in picked], dtype=float)
-    anchor = np.array([f.nearest(v) for f, v in zip(found, current.tolist(), strict=True)])
+    modes_of = array_modes.Modes(found.rows[several], found.levels[several],
+                                 found.stored[several], found.landed[several],
+                                 found.new[several])
+    places = modes_of.rows.tolist()
+    history = modes_of.normalized(np, values[0][places])
+    now = modes_of.normalized(np, values[1][places])
+    current = np.median(values[1][places], axis=1)
+    anchor = modes_of.nearest(np, current[:, None])[:, 0]
     before, after = np.median(history, axis=1), np.median(now, axis=1)
     change = np.where(before == after, 0.0, (after - before) / np.abs(before))
-    return _weighed(np, picked, (history, now), (anchor, current, change), saves, k, asked,
-                    Family(len(picked), {}), [bimodal_note(f) for f in found])
+    return _weighed(np, [members[i] for i in places], (history, now), (anchor, current, change),
+                    saves, k, asked, Family(len(places), {}),
+                    [partial(_bimodal, modes_of, j) for j in range(len(places))])
+
+
+def _bimodal(found: array_modes.Modes, j: int) -> str:
+    return bimodal_note(found.modal(j))
 
 
 def _weighed(np: Any, members: list[tuple[Row, Replicates]], values: tuple[Any, Any],
              levels: tuple[Any, Any, Any], saves: list[int] | None, k: int, asked: _Asked,
-             family: Family, notes: list[str] | None = None
+             family: Family, notes: list[Callable[[], str]] | None = None
              ) -> dict[tuple[str, str], Verdict]:
     """The verdicts of rows of one shape whose `values` (stored runs, processes now) are
     judged, measured from `levels` (each row's stored level, its value now, the change
@@ -287,7 +295,7 @@ def _weighed(np: Any, members: list[tuple[Row, Replicates]], values: tuple[Any, 
         verdict = _verdict(m, old, noise, j, (reference[i], current[i], change[i]),
                            (tolerances[i], mdcs[j], max(0.0, grown[j]), blind[j], caught[j]),
                            k, asked, bool(confirmed[j]), tails[j], values_now,
-                           notes[i] if notes else "")
+                           notes[i] if notes else None)
         if verdict is not None:
             found[record.id, m.name] = verdict
     return found
@@ -317,7 +325,7 @@ def _confirmed(np: Any, noise: array_noise.Noises, change: Any, tol: Any, caught
 def _verdict(m: Metric, old: Stored, noise: array_noise.Noises, j: int,
              levels: tuple[float, float, float], detectable: tuple[float, float, float, bool, bool],
              k: int, asked: _Asked, confirmed: bool, tails: str | None, now: Replicates,
-             note: str = "") -> Verdict | None:
+             note: Callable[[], str] | None = None) -> Verdict | None:
     """verdicts._verdict of an ordinary row (the `j`th of `noise`, measured `now`) whose
     `levels` are its stored and current medians and the change between them, and whose
     `detectable` change was taken with its shape's (its tolerance, the change detectable, that
@@ -367,19 +375,19 @@ def _verdict(m: Metric, old: Stored, noise: array_noise.Noises, j: int,
 
 
 def _words(basis: str | Callable[[str], str], noise: array_noise.Noises, j: int, noisy: float,
-           blind: bool, rules: Rules, alpha: float, advice: Advice, note: str = ""
-           ) -> tuple[str, str | None]:
+           blind: bool, rules: Rules, alpha: float, advice: Advice,
+           note: Callable[[], str] | None = None) -> tuple[str, str | None]:
     """A verdict's basis (`basis` with the noise of the `j`th row of `noise` in words, and
-    `note`) and its blind spot, where it has one (`noisy`: the detectable change without the
-    tolerance)."""
+    what `note` says) and its blind spot, where it has one (`noisy`: the detectable change
+    without the tolerance)."""
     n = Noise(*noise.parts(j))
-    said = basis if isinstance(basis, str) else basis(n.describe() + note)
+    said = basis if isinstance(basis, str) else basis(n.describe() + (note() if note else ""))
     return said, blind_spot(n, noisy, rules.max_detectable, alpha, advice) if blind else None
 
 
 def _held_words(basis: Callable[[str], str], tails: str, noise: array_noise.Noises, j: int,
                 noisy: float, blind: bool, rules: Rules, alpha: float, advice: Advice,
-                note: str = "") -> tuple[str, str]:
+                note: Callable[[], str] | None = None) -> tuple[str, str]:
     """The words of a verdict the family's tails hold (Family.hold_within_tails): the verdict
     it was (`basis`, with the noise of the `j`th row of `noise` in words) and why it is held;
     its blind spot, or why it is held where it has none."""
@@ -402,8 +410,7 @@ def _within_tails(np: Any, family: Family, changes: Any) -> list[str | None]:
                                                             strict=True)]
 
 
-def _one_mode(np: Any, history: Any, now: Any, members: list[tuple[Row, Replicates]]
-              ) -> tuple[Any, dict[int, modes.Modal]]:
+def _one_mode(np: Any, history: Any, now: Any) -> tuple[Any, array_modes.Modes | None]:
     """Which rows hold only positive numbers, in one mode (modes.modal finds none in their
     stored runs and processes now): the cheap test of the sorted logs' extremes (modes.
     could_hold_modes) on all of them at once, the full one where it says they could; and the
@@ -411,13 +418,11 @@ def _one_mode(np: Any, history: Any, now: Any, members: list[tuple[Row, Replicat
     values = np.concatenate([history, now], axis=1)
     ordinary = _positive(np, values)
     logs = np.sort(np.log(np.where(ordinary[:, None], values, 1.0)), axis=1)
-    found: dict[int, modes.Modal] = {}
-    if logs.shape[1] >= 4:
-        could = ordinary & (logs[:, -2] - logs[:, 1] >= modes.MODE_GAP)
-        for i in np.flatnonzero(could).tolist():
-            (_, _, old), now_values = members[i]
-            modal = modes.modal(_runs(old), list(now_values.values))
-            if modal is not None:
-                ordinary[i] = False
-                found[i] = modal
+    if logs.shape[1] < 4:
+        return ordinary, None
+    could = np.flatnonzero(ordinary & (logs[:, -2] - logs[:, 1] >= modes.MODE_GAP))
+    if not len(could):
+        return ordinary, None
+    found = array_modes.modal(np, history, now, could)
+    ordinary[found.rows] = False
     return ordinary, found
