@@ -16,7 +16,7 @@ import sys
 import pytest
 from hpml_testing import arrays_from, random_sweep_row
 
-from pytest_hpml.compare import arrays, engine, level_screen
+from pytest_hpml.compare import array_verdicts, arrays, engine, level_screen
 from pytest_hpml.compare.families import Family
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import Rules
@@ -176,8 +176,8 @@ def test_a_sweeps_verdicts_are_put_in_words_only_where_they_are_read(
     rules = Rules(max_detectable=0.3)
     arrays_from(monkeypatch, 100)
     said: list[object] = []
-    words = arrays._words
-    monkeypatch.setattr(arrays, "_words", lambda *a: said.append(a) or words(*a))
+    words = array_verdicts._words
+    monkeypatch.setattr(array_verdicts, "_words", lambda *a: said.append(a) or words(*a))
     records = _copies(rows)
     engine.judge_rows(records, {r.id: b for r, b in rows}.__getitem__, rules, 0)
     worded = [v for r in records for v in r.verdicts.values() if isinstance(v, Worded)]

@@ -31,10 +31,11 @@ import statistics
 from statistics import NormalDist
 
 from pytest_hpml.compare import modes
+from pytest_hpml.compare.basis import relative_change, within_tolerance_words
 from pytest_hpml.compare.evidence import series
 from pytest_hpml.compare.noise import SPEED_UNITS, estimate, pct
 from pytest_hpml.compare.stored import Stored
-from pytest_hpml.compare.verdicts import Rules, relative_change, within_tolerance_words
+from pytest_hpml.compare.verdicts import Rules
 from pytest_hpml.results import Metric, Replicates, Verdict
 
 #: What the screened verdicts say they rest on.

@@ -44,11 +44,20 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 
 from pytest_hpml.compare import machine_moves, modes
+from pytest_hpml.compare.basis import (
+    NO_DIRECTION,
+    bimodal_note,
+    caught_words,
+    not_caught,
+    relative_change,
+    seeded_basis,
+    suspected,
+    within_tolerance,
+)
 from pytest_hpml.compare.detectable import beyond, confirms
 from pytest_hpml.compare.evidence import (
     PACED,
@@ -69,7 +78,6 @@ from pytest_hpml.compare.noise import (
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.frozen import evolve
 from pytest_hpml.measure.stats import mann_whitney_u, median_uncertainty
-from pytest_hpml.report.units import DETECTABLE_SHOWN_UP_TO, format_detectable
 from pytest_hpml.results import Metric, Replicates, Verdict
 
 DEFAULT_TOLERANCE = 0.10
@@ -79,14 +87,6 @@ DEFAULT_MAX_DETECTABLE = 0.5
 MIN_SAMPLES_FOR_TEST = 9
 #: A verdict that needs fresh processes before it is final (never left on a finished run).
 SUSPECT = "suspect"
-
-
-def relative_change(old: float, new: float) -> float:
-    if old == new:
-        return 0.0
-    if old == 0:
-        return math.copysign(math.inf, new)
-    return (new - old) / abs(old)
 
 
 @dataclass(frozen=True)
@@ -133,14 +133,6 @@ def _weigh(e: Evidence, current: Metric, base: Stored, tol: float, rules: Rules,
             e.noise = family.floor(e.noise, e.label)
         e.mdc = e.noise.mdc(tol, rules.alpha)
     return e
-
-
-def seeded_basis(seeded_from: str) -> str:
-    return (f"the baseline is {seeded_from}: its between-run spread is unknown until "
-            "pytest-hpml has saved its own runs (--hpml-save-baseline), and it was measured in "
-            "another environment (the intra-op threads and malloc thresholds pytest-hpml does "
-            "not set there), so its verdicts are not trusted: a slowdown is 'unconfirmed', a "
-            "speed-up 'ambiguous', neither fails")
 
 
 def _untrusted(verdict: Verdict) -> Verdict:
@@ -316,44 +308,6 @@ def _judge(e: Evidence, current: Metric, now: Replicates, base: Stored, tol: flo
                                      evidence))
 
 
-def suspected(change: float, processes: int, evidence: str) -> str:
-    """The basis of a `suspect` verdict: the change so far, then what the noise is."""
-    return f"{change:+.1%} in {processes} process(es) so far; {evidence}"
-
-
-def caught_words(change: float, mdc: float, reference: float, now: Sequence[float],
-                 evidence: str) -> str:
-    """The basis of a change caught (`regressed` or `improved`): the change, the detectable
-    one, each of this run's processes measured from the stored runs' median `reference`, then
-    what the noise is (`evidence`)."""
-    shown = ", ".join(f"{relative_change(reference, v):+.1%}" if math.isfinite(v)
-                      else f"{v} (no number)" for v in now)
-    return (f"{change:+.1%} beyond the {pct(mdc)} this machine can detect; {len(now)} "
-            f"process(es): {shown}; {evidence}")
-
-
-#: The basis of a changed metric with no better direction (a count, a size).
-NO_DIRECTION = "no better direction: shown, never judged"
-
-
-def within_tolerance(tol: float, evidence: str) -> str:
-    """The basis of an `unchanged` verdict: the tolerance, then what the noise is (`evidence`)."""
-    return f"{within_tolerance_words(tol)}; {evidence}"
-
-
-def within_tolerance_words(tol: float) -> str:
-    return f"within the {pct(tol)} tolerance"
-
-
-def not_caught(change: float, mdc: float, evidence: str) -> str:
-    """The basis of a change the noise hides (`ambiguous`): how large it would have to be (as
-    a table shows it: the figure of a spread between 3 processes over 1 degree of freedom
-    read as a number of 27 digits)."""
-    needed = f"beyond {pct(mdc)}" if mdc <= DETECTABLE_SHOWN_UP_TO else format_detectable(mdc)
-    return (f"{change:+.1%} cannot be told from this machine's noise: a change {needed} is "
-            f"needed to be caught ({evidence})")
-
-
 def _judge_modes(found: modes.Modal, current: Metric, now: Replicates, base: Stored,
                  tol: float, rules: Rules, can_confirm: int, advice: Advice) -> Verdict:
     """A metric whose stored runs hold several modes: each value measured from the level of the
@@ -373,12 +327,6 @@ def _judge_modes(found: modes.Modal, current: Metric, now: Replicates, base: Sto
         verdict = evolve(verdict, blind=blind_spot(e.noise, noisy, rules.max_detectable,
                                                    rules.alpha, advice))
     return verdict
-
-
-def bimodal_note(found: modes.Modal) -> str:
-    """What a metric's modes add to its noise in words."""
-    return (f"; bimodal: {found.describe()} (learned from the stored runs), each value measured "
-            "from its nearest mode")
 
 
 def _judge_exactly(current: Metric, now: Replicates, base: Stored, tol: float) -> Verdict:
