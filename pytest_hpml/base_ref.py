@@ -94,14 +94,16 @@ class RefRun:
             sys_path=lambda entries: self.mapping.import_path(entries, root))
 
     def at_ref(self, item: pytest.Item, nodeids: list[str] | None = None,
-               rows: list[Record] | None = None) -> rerun.Fresh:
+               rows: list[Record] | None = None, made: list[Record] | None = None
+               ) -> rerun.Fresh:
         """One fresh process at REF of the test (or of `nodeids`, the test among them); `rows`:
-        the ones it runs for (a test that asks hpml.wants makes only those)."""
+        the ones it runs for (a test that asks hpml.wants makes only those), each after the
+        rows of `made` (the test's, as this run made them) just before it (rerun.warm_up)."""
         if self.mapping.moved(item.path) == str(item.path):
             return rerun.Fresh(absent={item.nodeid})  # its file is not at REF
         return self.budget.spend(lambda: rerun.run_fresh(
             self.config, nodeids or [item.nodeid], 1, self.place(),
-            what=f"its process at {self.label}", rows=rows))
+            what=f"its process at {self.label}", rows=rows, made=made or ()))
 
     def first_at_ref(self, item: pytest.Item) -> rerun.Fresh:
         """The test's first process at REF. The first test of a file to be judged has the
@@ -131,10 +133,12 @@ class RefRun:
                     stopped=found.stopped)
         return self.first.pop(item.nodeid)
 
-    def here(self, item: pytest.Item, rows: list[Record] | None = None) -> rerun.Fresh:
-        """One fresh process of the test here, as a confirmation runs it (`rows`: as at_ref)."""
+    def here(self, item: pytest.Item, rows: list[Record] | None = None,
+             made: list[Record] | None = None) -> rerun.Fresh:
+        """One fresh process of the test here, as a confirmation runs it (`rows`, `made`: as
+        at_ref)."""
         return self.budget.spend(lambda: rerun.run_fresh(self.config, [item.nodeid], 1,
-                                                         rows=rows))
+                                                         rows=rows, made=made or ()))
 
     def judge(self, item: pytest.Item, records: list[Record]) -> list[str]:
         """Fill the verdicts of the test's records against REF; returns the failing lines."""
@@ -173,8 +177,8 @@ class RefRun:
             sides = ("here", "ref") if rounds["done"] % 2 == 0 else ("ref", "here")
             rounds["done"] += 1
             for side in sides:
-                fresh = self.here(item, pending) if side == "here" else \
-                    self.at_ref(item, rows=pending)
+                fresh = self.here(item, pending, records) if side == "here" else \
+                    self.at_ref(item, rows=pending, made=records)
                 if side == "here":
                     engine.add_processes(records, fresh.records)
                 else:

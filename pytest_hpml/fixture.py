@@ -135,7 +135,9 @@ class Hpml:
     def wants(self, **columns: Any) -> bool:
         """Whether this process needs the row with these columns (none: the test's own row):
         always in a run of its own; in a fresh process that confirms some rows of the test,
-        only for those. A sweep that asks before it measures a row
+        only for those and the rows the run made just before each (rerun.warm_up: measured
+        first and dropped, so that no suspect is a cold process's first call). A sweep that
+        asks before it measures a row
         (`if not hpml.wants(size=n): continue`) has a confirmation measure the rows it
         confirms, not the whole sweep again."""
         if self._wanted is None:

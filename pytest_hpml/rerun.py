@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 import types
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,12 +111,51 @@ def arguments(config: pytest.Config, spec: Path, folder: Path) -> list[str]:
     return [*args, "-W", "ignore::pytest.PytestAssertRewriteWarning"]
 
 
+#: Rows a fresh process that measures only some rows of a test (hpml.wants) measures first, and
+#: drops: the ones the run made just before each. A freshly forked process runs its first
+#: calls cold (copy-on-write page faults, cold caches: sum(range(200)) took 15 us as a forked
+#: process's first call and 2.1-2.4 us from its second, 2026-11-28), so a suspected row timed
+#: first in each confirming process confirmed itself: 1 in 7 to 1 in 11 unchanged compares of
+#: a 10 000-row sweep of 2 us rows failed so (+383 % to +485 % in all three processes).
+WARM_UP_ROWS = 3
+
+
+def warm_up(rows: Iterable[Record], made: Sequence[Record]) -> list[Record]:
+    """The rows of `made` (a test's rows, in the order the run made them) that a fresh process
+    measuring only `rows` measures before them, and drops: the WARM_UP_ROWS made just before
+    each, where they are not among `rows`."""
+    wanted = {r.id for r in rows}
+    place = {r.id: i for i, r in enumerate(made)}
+    found: dict[str, Record] = {}
+    for rid in wanted:
+        i = place.get(rid, 0)
+        for before in made[max(0, i - WARM_UP_ROWS):i]:
+            if before.id not in wanted:
+                found[before.id] = before
+    return list(found.values())
+
+
+def _warmed_up(records: list[Record], warming: set[str], wanted: dict[str, list[str]]
+               ) -> list[Record]:
+    """What a fresh process made, less the rows it warmed up with, of each test that made
+    only the rows it was asked for (one that asks hpml.wants). A test that makes every row
+    gives each its values, as a sweep's rows pool their spread: a slowed row whose first
+    process read it in a machine's fast speed is caught with the processes its siblings'
+    suspicion ran."""
+    if not warming:
+        return records
+    asked = {rid for ids in wanted.values() for rid in ids}
+    made_more = {r.test for r in records if r.id not in asked and r.id != r.test}
+    return [r for r in records if r.id not in warming or r.test in made_more]
+
+
 def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
               place: Place | None = None, what: str = "fresh process",
               deadline: float | None = None, together: bool = True,
-              rows: Iterable[Record] | None = None) -> Fresh:
+              rows: Iterable[Record] | None = None, made: Sequence[Record] = ()) -> Fresh:
     """Run the tests `nodeids` in `processes` fresh processes, one after the other, and gather
-    what they measured (`rows`: the ones they run for, where not all: hpml.wants). At
+    what they measured (`rows`: the ones they run for, where not all: hpml.wants; each after
+    its warm_up rows of `made`, the test's rows as the run made them, which are dropped). At
     `deadline` (time.monotonic()), a process still running is stopped as Ctrl-C stops a run,
     and what its finished tests measured counts (a budget, not a failure). Under a torchrun or
     srun job each fresh process is a job of the same shape, one on every rank (FRESH_JOB;
@@ -124,8 +163,10 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
     place = place or Place()
     nodeids = list(nodeids)
     wait_for_forkserver()  # a start in the background (forkserver_beside) ends first
+    rows = list(rows or ())
+    warming = {r.id for r in warm_up(rows, made)} if rows else set()
     wanted: dict[str, list[str]] = {}  # row ids by the test that makes them
-    for row in rows or ():
+    for row in [*rows, *(r for r in made if r.id in warming)]:
         wanted.setdefault(row.test, []).append(row.id)
     found = Fresh()
     progress = FreshProgress(config, what, nodeids, processes, deadline)
@@ -160,8 +201,9 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
             found.problems += [f"{n}: {what} {i + 1} failed: {last_lines(output)}"
                                for n in sorted(failed)]
             found.problems += [f"{what} {i + 1}: {e}" for e in document["errors"]]
-            found.records.append([r for r in map(Record.from_dict, document["records"])
-                                  if r.test not in failed])
+            found.records.append(_warmed_up([r for r in map(Record.from_dict,
+                                                            document["records"])
+                                             if r.test not in failed], warming, wanted))
     progress.done()
     return found
 

@@ -170,7 +170,8 @@ class BaselineRun:
         """Run the test in `processes` fresh processes and fold what they measured into its
         records (engine.add_processes); `rows`: the ones it runs for (a test that asks
         hpml.wants makes only those)."""
-        fresh = rerun.run_fresh(item.config, [item.nodeid], processes, what=why, rows=rows)
+        fresh = rerun.run_fresh(item.config, [item.nodeid], processes, what=why, rows=rows,
+                                made=records)
         self.new_rerun_failures += [f"{item.nodeid}: {p}" for p in fresh.problems]
         engine.add_processes(records, fresh.records)
         for record in records:
