@@ -115,8 +115,8 @@ def arguments(config: pytest.Config, spec: Path, folder: Path) -> list[str]:
 #: drops: the ones the run made just before each. A freshly forked process runs its first
 #: calls cold (copy-on-write page faults, cold caches: sum(range(200)) took 15 us as a forked
 #: process's first call and 2.1-2.4 us from its second, 2026-11-28), so a suspected row timed
-#: first in each confirming process confirmed itself: 1 in 7 to 1 in 11 unchanged compares of
-#: a 10 000-row sweep of 2 us rows failed so (+383 % to +485 % in all three processes).
+#: first in each confirming process confirmed itself: 1 of 9, 1 of 7 and 2 of 7 unchanged
+#: compares of a 10 000-row sweep of 2 us rows failed so (+383 % to +485 % in all three).
 WARM_UP_ROWS = 3
 
 
