@@ -103,29 +103,17 @@ def test_a_pair_at_ref_makes_only_the_suspected_rows(pytester: pytest.Pytester) 
     assert {v["outcome"] for v in verdicts.values()} == {"unchanged"}
 
 
-COLD = """
-import os
-
-CALLS = []
-
-
-def test_sweep(hpml):
-    made = []
-    for i in range(40):
-        if not hpml.wants(size=i):
-            continue
-        made.append(i)
-        # A process's first call runs cold (a forked process's pages, its caches): 20x here.
-        took = 1e-3 * (1 + i / 1000) * (20.0 if not CALLS else 1.0)
+#: SWEEP whose first call in each process is 20x (a forked process's pages, its caches, cold),
+#: and whose row 30 was preempted once, in the test's own process.
+COLD = SWEEP.replace("import os\n", "import os\n\nCALLS = []\n", 1).replace(
+    '        slower = 50.0 if i == 3 and os.environ.get("SLOWER") else 1.0\n',
+    """        slower = 20.0 if not CALLS else 1.0
         CALLS.append(i)
         if i == 30 and os.environ.get("HICCUP") and not os.path.exists("hiccup.txt"):
-            open("hiccup.txt", "w").close()  # preempted once: in the test's own process
-            took *= 20.0
-        with hpml.row(size=i) as row:
-            row.record("time", took, unit="s", better="lower")
-    with open("made.txt", "a") as f:
-        f.write(",".join(map(str, made)) + "\\n")
-"""
+            open("hiccup.txt", "w").close()
+            slower *= 20.0
+""")
+assert "CALLS" in COLD and "HICCUP" in COLD
 
 
 def test_a_confirmation_times_the_rows_before_a_suspected_one_first(
