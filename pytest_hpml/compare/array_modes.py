@@ -29,6 +29,11 @@ class Modes:
         return Modal(self.levels[j, :int(self.stored[j])].tolist(), int(self.landed[j]),
                      bool(self.new[j]))
 
+    def taken(self, rows: Any) -> Modes:
+        """The modes of the rows `rows` (indices into self's) only."""
+        return Modes(self.rows[rows], self.levels[rows], self.stored[rows], self.landed[rows],
+                     self.new[rows])
+
     def nearest(self, np: Any, values: Any) -> Any:
         """Modal.nearest of each value (rows by values, positive numbers), as arrays: the stored
         mode's level nearest to it in logs, the lowest of two as near."""

@@ -40,7 +40,7 @@ class Asked:
     levels_only: bool
 
 
-def confirmed(np: Any, noise: array_noise.Noises, change: Any, tol: Any, caught: Any,
+def to_confirm(np: Any, noise: array_noise.Noises, change: Any, tol: Any, caught: Any,
                better: list[str | None], k: int, asked: Asked) -> Any:
     """Which rows detectable.confirms would measure again in fresh processes, where a
     worse change beyond the tolerance asks it (False elsewhere; `better`: each row's
@@ -62,15 +62,15 @@ def confirmed(np: Any, noise: array_noise.Noises, change: Any, tol: Any, caught:
 
 
 def verdict(m: Metric, old: Stored, noise: array_noise.Noises, j: int,
-             levels: tuple[float, float, float], detectable: tuple[float, float, float, bool, bool],
-             k: int, asked: Asked, confirmed: bool, tails: str | None, now: Replicates,
-             note: Callable[[], str] | None = None) -> Verdict | None:
+            levels: tuple[float, float, float], detectable: tuple[float, float, float, bool, bool],
+            k: int, asked: Asked, confirmed: bool, tails: str | None, now: Replicates,
+            note: Callable[[], str] | None = None) -> Verdict | None:
     """verdicts._verdict of an ordinary row (the `j`th of `noise`, measured `now`) whose
     `levels` are its stored and current medians and the change between them, and whose
     `detectable` change was taken with its shape's (its tolerance, the change detectable, that
     change without the tolerance, whether that is a blind spot, whether the change is beyond
     it), where it needs nothing more (None: the full judgement's); `confirmed`: whether a worse
-    change is measured again (confirmed); `tails`: what the family's tails say of the row's
+    change is measured again (to_confirm); `tails`: what the family's tails say of the row's
     change, where they hold it (within_tails); `note`: what the evidence adds to the noise in
     words (its modes). The Noise is built only where the verdict's words are read."""
     baseline, current, c = levels
@@ -89,7 +89,7 @@ def verdict(m: Metric, old: Stored, noise: array_noise.Noises, j: int,
         if tails is None or noise.between is None:
             return None
         worse = c > 0 if m.better == "lower" else c < 0
-        if worse and asked.can_confirm:  # confirms(): caught, or confirmed (confirmed)
+        if worse and asked.can_confirm:  # detectable.confirms: caught, or to be confirmed
             outcome, basis = SUSPECT, partial(suspected, c, k)
         else:
             outcome = "regressed" if worse else "improved"
@@ -150,4 +150,5 @@ def within_tails(np: Any, family: Family, changes: Any) -> list[str | None]:
 
 
 def bimodal(found: array_modes.Modes, j: int) -> str:
+    """What the modes of the `j`th row of `found` add to its noise in words."""
     return bimodal_note(found.modal(j))

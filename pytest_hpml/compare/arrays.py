@@ -3,18 +3,23 @@ engine): a sweep of 10 000 single-call rows spent half a second of its compare, 
 its save, building each row's noise in Python lists, 46 us a row.
 
 An ordinary row records its metric as measured only (no yardstick, no compute pace), against
-evidence in the same unit and direction, with every value a positive number, in one mode (the
-stored runs and this run's processes hold none: compare/modes.py). For those rows the numbers
-verdicts.py weighs a change with (the change of the medians; the spread between processes and
-the drift between occasions, noise.estimate; the family's floor, Family.floor; the detectable
-change, Noise.mdc) are the same formulas, taken over all the family's rows of one shape (the
-same saves, the same processes now) at once. Only the verdicts that need nothing more are given
-here: a change within the tolerance (`unchanged`), one the noise hides (`ambiguous`), with the
-blind spot where there is one. A change that would be caught, or confirmed, or the rank test
-asked, is left to the full judgement with every other row; so is every row of another kind. A
-save asks only whether a change starts a new level: a change within the tolerance gets the
-level screen's verdict, one the noise hides its detectable change without the noise in words
-or the blind spot, as the screen gives them (compare/level_screen.py).
+evidence in the same unit and direction, with every value a positive number. For those rows
+the numbers verdicts.py weighs a change with (the change of the medians; the spread between
+processes and the drift between occasions, noise.estimate; the family's floor, Family.floor;
+the detectable change, Noise.mdc; the family's tails, Family.within_tails) are the same
+formulas, taken over all the family's rows of one shape (the same saves, the same processes
+now) at once. A row whose stored runs hold several modes (compare/modes.py, found as arrays by
+compare/array_modes.py) is judged as verdicts._judge_modes judges it: each value measured from
+its nearest mode, without the family's floor or tails. Only the verdicts that need nothing
+more are given here (compare/array_verdicts.py): a change within the tolerance (`unchanged`),
+one the noise hides (`ambiguous`), and a change caught or suspected that the family's tails
+hold (`ambiguous`), with the blind spot where there is one. A change caught or confirmed
+beyond the tails (the machine's moves are weighed there), a row whose spread between processes
+is unknown (the rank test, `unconfirmed`), or whose processes now switched modes, is left to
+the full judgement with every row of another kind. A save asks only whether a change starts a
+new level: a change within the tolerance gets the level screen's verdict, one the noise hides
+its detectable change without the noise in words or the blind spot, as the screen gives them
+(compare/level_screen.py).
 
 The sums are numpy's (pairwise), not math.fsum's: the numbers agree to the last digits, not
 bit for bit (tests/test_array_judgement.py compares every verdict with the full judgement's).
@@ -205,9 +210,7 @@ def _judge_modal(np: Any, members: list[tuple[Row, Replicates]], found: array_mo
     several = np.flatnonzero(found.stored >= 2)
     if not len(several):
         return {}
-    modes_of = array_modes.Modes(found.rows[several], found.levels[several],
-                                 found.stored[several], found.landed[several],
-                                 found.new[several])
+    modes_of = found.taken(several)
     places = modes_of.rows.tolist()
     history = modes_of.normalized(np, values[0][places])
     now = modes_of.normalized(np, values[1][places])
@@ -258,17 +261,17 @@ def _weighed(np: Any, members: list[tuple[Row, Replicates]], values: tuple[Any, 
     caught = array_noise.beyond(np, change_w, mdcs)
     limit = rules.max_detectable
     blind = (np.maximum(0.0, grown) > limit) if limit else np.zeros(len(weighed), dtype=bool)
-    confirmed = array_verdicts.confirmed(np, noise, change_w, tol, caught,
-                           [members[i][0][1].better for i in weighed], k, asked)
+    confirmed = array_verdicts.to_confirm(np, noise, change_w, tol, caught,
+                                          [members[i][0][1].better for i in weighed], k, asked)
     tails = array_verdicts.within_tails(np, family, now_logs.mean(axis=1) - logs.mean(axis=1))
     reference, current, change = reference.tolist(), current.tolist(), change.tolist()
     mdcs, caught, blind, grown = mdcs.tolist(), caught.tolist(), blind.tolist(), grown.tolist()
     for j, i in enumerate(weighed):
         (record, m, old), values_now = members[i]
-        verdict = array_verdicts.verdict(m, old, noise, j, (reference[i], current[i], change[i]),
-                           (tolerances[i], mdcs[j], max(0.0, grown[j]), blind[j], caught[j]),
-                           k, asked, bool(confirmed[j]), tails[j], values_now,
-                           notes[i] if notes else None)
+        verdict = array_verdicts.verdict(
+            m, old, noise, j, (reference[i], current[i], change[i]),
+            (tolerances[i], mdcs[j], max(0.0, grown[j]), blind[j], caught[j]), k, asked,
+            bool(confirmed[j]), tails[j], values_now, notes[i] if notes else None)
         if verdict is not None:
             found[record.id, m.name] = verdict
     return found

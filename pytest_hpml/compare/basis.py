@@ -14,6 +14,7 @@ from pytest_hpml.report.units import DETECTABLE_SHOWN_UP_TO, format_detectable
 
 
 def relative_change(old: float, new: float) -> float:
+    """The change from `old` to `new` as a share of `old` (infinite from a zero)."""
     if old == new:
         return 0.0
     if old == 0:
@@ -22,6 +23,7 @@ def relative_change(old: float, new: float) -> float:
 
 
 def seeded_basis(seeded_from: str) -> str:
+    """Why a verdict against another tool's values (`seeded_from`) decides nothing."""
     return (f"the baseline is {seeded_from}: its between-run spread is unknown until "
             "pytest-hpml has saved its own runs (--hpml-save-baseline), and it was measured in "
             "another environment (the intra-op threads and malloc thresholds pytest-hpml does "
