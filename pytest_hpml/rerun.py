@@ -164,9 +164,10 @@ def run_fresh(config: pytest.Config, nodeids: Iterable[str], processes: int = 1,
     nodeids = list(nodeids)
     wait_for_forkserver()  # a start in the background (forkserver_beside) ends first
     rows = list(rows or ())
-    warming = {r.id for r in warm_up(rows, made)} if rows else set()
+    first = warm_up(rows, made) if rows else []
+    warming = {r.id for r in first}
     wanted: dict[str, list[str]] = {}  # row ids by the test that makes them
-    for row in [*rows, *(r for r in made if r.id in warming)]:
+    for row in [*rows, *first]:
         wanted.setdefault(row.test, []).append(row.id)
     found = Fresh()
     progress = FreshProgress(config, what, nodeids, processes, deadline)

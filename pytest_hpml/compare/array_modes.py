@@ -59,16 +59,17 @@ def modal(np: Any, history: Any, now: Any, rows: Any) -> Modes:
     some = np.flatnonzero(cuts.any(axis=1))
     logs, cuts, stored_at = logs[some], cuts[some], order[some] < h
     n, v = logs.shape
-    # Each group a range of the sorted logs: where it starts and ends, in group order.
+    # Each group a range of the sorted logs: where it starts and where it ends (past its last
+    # value), in group order; a row's places past its last group hold 0 and 1.
     starts = np.concatenate([np.ones((n, 1), dtype=bool), cuts], axis=1)
+    ends = np.concatenate([cuts, np.ones((n, 1), dtype=bool)], axis=1)
     count = starts.sum(axis=1)
     groups = int(count.max()) if n else 0
     kept = np.arange(groups)[None, :] < count[:, None]
-    first = np.zeros((n, groups), dtype=int)
+    first, last = np.zeros((n, groups), dtype=int), np.ones((n, groups), dtype=int)
     first[kept] = np.nonzero(starts)[1]  # row-major: each row's starts in order
-    last = np.where(kept, np.concatenate([first[:, 1:], np.full((n, 1), v)], axis=1), 0)
-    last = np.where(np.arange(groups)[None, :] == (count - 1)[:, None], v, last)
-    size = np.where(kept, last - first, 1)
+    last[kept] = np.nonzero(ends)[1] + 1
+    size = last - first
     middle = np.take_along_axis(logs, np.minimum(first + (size - 1) // 2, v - 1), axis=1) + \
         np.take_along_axis(logs, np.minimum(first + size // 2, v - 1), axis=1)
     level = np.exp(middle / 2)  # statistics.median's, of the group's logs

@@ -192,10 +192,15 @@ def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
         history, now = history[ordinary], now[ordinary]
         members = [member for member, kept in zip(members, ordinary, strict=True) if kept]
     reference, current = np.median(history, axis=1), np.median(now, axis=1)
-    change = np.where(reference == current, 0.0, (current - reference) / np.abs(reference))
-    found.update(_weighed(np, members, (history, now), (reference, current, change), saves, k,
+    found.update(_weighed(np, members, (history, now),
+                          (reference, current, _changes(np, reference, current)), saves, k,
                           asked, asked.family))
     return found
+
+
+def _changes(np: Any, before: Any, after: Any) -> Any:
+    """verdicts.relative_change of each row's levels (positive numbers here), on arrays."""
+    return np.where(before == after, 0.0, (after - before) / np.abs(before))
 
 
 def _judge_modal(np: Any, members: list[tuple[Row, Replicates]], found: array_modes.Modes,
@@ -216,8 +221,7 @@ def _judge_modal(np: Any, members: list[tuple[Row, Replicates]], found: array_mo
     now = modes_of.normalized(np, values[1][places])
     current = np.median(values[1][places], axis=1)
     anchor = modes_of.nearest(np, current[:, None])[:, 0]
-    before, after = np.median(history, axis=1), np.median(now, axis=1)
-    change = np.where(before == after, 0.0, (after - before) / np.abs(before))
+    change = _changes(np, np.median(history, axis=1), np.median(now, axis=1))
     return _weighed(np, [members[i] for i in places], (history, now), (anchor, current, change),
                     saves, k, asked, Family(len(places), {}),
                     [partial(array_verdicts.bimodal, modes_of, j) for j in range(len(places))])
