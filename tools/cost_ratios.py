@@ -1,7 +1,9 @@
 """What a save, a compare and --hpml-compare-ref cost against a plain run, and pytest-hpml's
 compare against pytest-benchmark's, on one suite of a team's kind (issue 28): every command a
 fresh `python -m pytest` process of the same suite, the commands taking turns in each trial
-(the order rotating between trials), whole-process wall times, medians over the trials.
+(the order rotating between trials), whole-process wall times, medians over the trials. Each
+process may write Python's bytecode cache, as a user's does (the set-up runs fill it), even
+where PYTHONDONTWRITEBYTECODE is set here.
 
 The suite is written for pytest-benchmark's `benchmark` fixture, which both tools serve: 24
 benchmarks of different kinds and sizes (torch elementwise and reductions, matmuls, a 2-layer
@@ -139,7 +141,13 @@ BENCH = ["-p", "no:hpml"]
 def _pytest(folder: Path, args: list[str], plugin: Path | None = None
             ) -> tuple[int, float, str]:
     """One run of pytest in `folder`; `plugin`: a checkout whose pytest_hpml it imports."""
-    env = {**os.environ, "PYTHONPATH": str(plugin)} if plugin else None
+    # Python caches the plugin's compiled modules, as on a user's machine: where
+    # PYTHONDONTWRITEBYTECODE is set (as on this project's machines), every process would
+    # compile the plugin's sources again (0.2-0.4 s here), a cost neither a user's plain run
+    # nor their save pays, which brought every ratio nearer 1.
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    if plugin:
+        env["PYTHONPATH"] = str(plugin)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            *args], cwd=folder, capture_output=True, text=True, timeout=3600,
@@ -211,8 +219,8 @@ def main() -> None:
         if code:
             raise SystemExit(f"saving the history failed:\n{text[-3000:]}")
     # With --before, this checkout's commands import the plugin through PYTHONPATH too, as
-    # REV's do: pytest rewrites the asserts of a plugin imported from a path (0.085 s a
-    # process here, uncached as PYTHONDONTWRITEBYTECODE is set), not of the editable install.
+    # REV's do: pytest rewrites the asserts of a plugin imported from a path (its cache then
+    # differs from the editable install's), not of the editable install.
     plugins: dict[str, Path | None] = {name: ROOT if args.before else None for name in commands}
     if args.before:
         tree = worktree(args.out.parent / "cost-before", args.before)
