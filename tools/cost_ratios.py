@@ -231,6 +231,7 @@ def main() -> None:
                                if f"{bottom}, {args.before}" in commands else bottom, target)
                              for top, bottom, target in ratios)]
     seconds: dict[str, list[float]] = {name: [] for name in commands}
+    failed: dict[str, int] = dict.fromkeys(commands, 0)  # runs that exited non-zero
     names = list(commands)
     for trial in range(args.trials):
         shift = trial % len(names)
@@ -243,6 +244,7 @@ def main() -> None:
                 command = [*HPML, "--hpml-compare", "--hpml-baselines=history"]
             code, took, text = _pytest(folder, command, plugins[name])
             seconds[name].append(took)
+            failed[name] += code != 0
             kept = ""
             if code:  # a failing run's verdicts are read afterwards, not lost with the run
                 runs = args.out / "runs"
@@ -252,10 +254,12 @@ def main() -> None:
                 kept = f" (output kept in {path})"
             print(f"trial {trial + 1}/{args.trials} {name:40s} exit {code} in {took:.1f} s"
                   + kept, flush=True)
-    print("\n| command | median s | min s | max s |\n|---|---|---|---|")
+    # A run of unchanged code that exits non-zero failed a comparison (a false alarm, for the
+    # compares) or could not run: counted beside its times, its output kept in <out>/runs/.
+    print("\n| command | median s | min s | max s | failed |\n|---|---|---|---|---|")
     for name, took in seconds.items():
         print(f"| {name} | {statistics.median(took):.2f} | {min(took):.2f} | "
-              f"{max(took):.2f} |")
+              f"{max(took):.2f} | {failed[name]} of {len(took)} |")
     print("\n| ratio | measured | target |\n|---|---|---|")
     for top, bottom, target in ratios:
         ratio = statistics.median(seconds[top]) / statistics.median(seconds[bottom])
