@@ -199,7 +199,7 @@ def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
 
 
 def _changes(np: Any, before: Any, after: Any) -> Any:
-    """verdicts.relative_change of each row's levels (positive numbers here), on arrays."""
+    """basis.relative_change of each row's levels (positive numbers here), on arrays."""
     return np.where(before == after, 0.0, (after - before) / np.abs(before))
 
 
