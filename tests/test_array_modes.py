@@ -1,6 +1,7 @@
 """The modes of a large family's rows found as arrays (compare/array_modes.py) are modes.modal's,
 row by row: random rows of one to three modes, near and far apart, tight and wide, with lone
-outliers, in histories of 3 to 30 runs and 1 to 3 processes now."""
+outliers, in histories of 3 to 30 runs and 1 to 3 processes now; at the gap between modes of
+saves on separate occasions and at the narrower one of processes of one occasion."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pytest_hpml.compare import array_modes  # noqa: E402  (numpy first)
 def _values(rng: random.Random, count: int, now: int) -> list[float]:
     levels = [rng.uniform(1e-6, 1e-3)]
     for _ in range(rng.choice([0, 0, 1, 1, 2])):
-        levels.append(levels[0] * rng.choice([1.2, 1.35, 1.6, 2.0, 3.5]))
+        levels.append(levels[0] * rng.choice([1.12, 1.2, 1.35, 1.6, 2.0, 3.5]))
     spread = rng.choice([0.001, 0.01, 0.05, 0.15])
     values = [rng.choice(levels) * math.exp(rng.gauss(0, spread)) for _ in range(count)]
     if rng.random() < 0.3:  # a preempted call
@@ -28,16 +29,19 @@ def _values(rng: random.Random, count: int, now: int) -> list[float]:
     return values
 
 
+@pytest.mark.parametrize("gap", [modes.MODE_GAP, modes.ONE_OCCASION_GAP])
 @pytest.mark.parametrize("shape", [(3, 1), (5, 1), (4, 2), (9, 3), (30, 1)])
-def test_the_modes_found_as_arrays_are_those_found_row_by_row(shape: tuple[int, int]) -> None:
+def test_the_modes_found_as_arrays_are_those_found_row_by_row(shape: tuple[int, int],
+                                                              gap: float) -> None:
     h, k = shape
     rng = random.Random(h * 10 + k)
     rows = [_values(rng, h + k, k) for _ in range(2000)]
     history = np.array([r[:h] for r in rows])
     now = np.array([r[h:] for r in rows])
-    modal = array_modes.modal(np, history, now, np.arange(len(rows)))
+    modal = array_modes.modal(np, history, now, np.arange(len(rows)), gap)
     found = {int(i): modal.modal(j) for j, i in enumerate(modal.rows)}
-    by_row = {i: m for i, r in enumerate(rows) if (m := modes.modal(r[:h], r[h:])) is not None}
+    by_row = {i: m for i, r in enumerate(rows)
+              if (m := modes.modal(r[:h], r[h:], gap)) is not None}
     assert found.keys() == by_row.keys()
     for i, m in by_row.items():
         assert (found[i].now, found[i].new) == (m.now, m.new)

@@ -106,19 +106,21 @@ def test_more_work_than_at_ref_fails_the_test_with_its_basis(
     assert verdicts[("test_work", "work_units")]["outcome"] == "regressed"
     result.stdout.fnmatch_lines(["*hpml: failed the comparison with HEAD (*):*",
                                  "*work_units: 2,000 -> 3,000 (+50.0%*"])
-    # Every test measured again on both sides: 3 processes each, the first here in-process.
-    assert len(_imported_from()) == 6
+    # Every test measured again on both sides: 3 processes each, the first here in-process;
+    # the measured figure's regression in 2 pairs more before it fails.
+    assert len(_imported_from()) == 10
 
 
 @pytest.mark.parametrize("work, processes, outcome", [
-    (2000, 2, "unchanged"), (3000, 6, "regressed"), (1000, 2, "ambiguous")])
+    (2000, 2, "unchanged"), (3000, 10, "regressed"), (1000, 2, "ambiguous")])
 def test_only_a_suspected_slowdown_is_measured_again(
         pytester: pytest.Pytester, project: Path, work: int, processes: int,
         outcome: str) -> None:
     # Unchanged after the first pair of processes (the test's own and one at HEAD): done. A
     # measured figure that moved the worse way is measured again, up to 3 processes on each
-    # side; an exact figure alone would not be (the same in every process). One that moved
-    # the better way is not, and one pair's improvement is said as unconfirmed.
+    # side, and its regression in 2 more before it fails; an exact figure alone would not be
+    # (the same in every process). One that moved the better way is not, and one pair's
+    # improvement is said as unconfirmed.
     _package(project, work)
     result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD")
     result.assert_outcomes(**({"failed": 1} if outcome == "regressed" else {"passed": 1}))
@@ -262,3 +264,49 @@ def test_a_files_tests_are_measured_at_ref_in_one_process(pytester: pytest.Pytes
     at_ref = [line.split(":", 1)[0] for line in _imported_from()
               if not line.split(":", 1)[1].startswith(str(project))]
     assert len(at_ref) == 4 and len(set(at_ref)) == 1  # four tests, one process at REF
+
+
+MODAL = """
+    import os
+
+    import mypkg
+
+    def test_work(hpml):
+        # The how-manyth process of its side this is (each appends where it imported mypkg
+        # from): mypkg.SLOW lists those that land in the slow mode, 23 % slower.
+        with open(os.environ["HPML_TEST_PROCESSES"], "a+") as log:
+            log.seek(0)
+            k = log.read().split().count(mypkg.__file__)
+            log.write(mypkg.__file__ + "\\n")
+        hpml.record("seconds", 1e-3 * (1.23 if k in mypkg.SLOW else 1.0), unit="s")
+"""
+
+
+@pytest.mark.parametrize("slow, outcome", [
+    ((0, 1, 2), "ambiguous"), ((0, 1, 2, 3, 4), "regressed")])
+def test_one_sides_processes_in_a_slow_mode_are_not_a_regression(
+        pytester: pytest.Pytester, project: Path, slow: tuple[int, ...], outcome: str) -> None:
+    # The working tree's first three processes land in a slow mode and HEAD's in the fast
+    # one (as torch.add's processes do here, one in four, at random): a regression in three
+    # processes a side. A pair more puts the working tree's next process in the fast mode: its
+    # processes at two levels, one of them HEAD's, is a switch of modes, not judged, and
+    # nothing is measured after. Where every one of its processes is slow, the regression
+    # stands in two pairs more.
+    _package(project, 2000)
+    _git(project, "add", "-A")
+    (project / "tests" / "test_bench.py").write_text(
+        "\n".join(line[4:] for line in MODAL.splitlines()))
+    (project / "src" / "mypkg" / "__init__.py").write_text("SLOW = ()\n")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "modes")
+    (project / "src" / "mypkg" / "__init__.py").write_text(f"SLOW = {slow!r}\n")
+    result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD")
+    verdict = verdicts[("test_work", "seconds")]
+    assert verdict["outcome"] == outcome, verdict
+    if outcome == "ambiguous":
+        assert len(_imported_from()) == 8
+        result.assert_outcomes(passed=1)
+        assert "bimodal: this run's 4 processes landed in 2 modes" in verdict["basis"]
+    else:
+        assert len(_imported_from()) == 10
+        result.assert_outcomes(failed=1)

@@ -65,10 +65,11 @@ def test_every_process_in_a_mode_never_seen_is_judged_as_any_change() -> None:
                           drift=0.0).outcome == "regressed"
 
 
-def test_values_that_could_hold_no_modes_are_one_group_by_the_full_split() -> None:
+@pytest.mark.parametrize("gap", [modes.MODE_GAP, modes.ONE_OCCASION_GAP])
+def test_values_that_could_hold_no_modes_are_one_group_by_the_full_split(gap: float) -> None:
     """could_hold_modes (split's shortcut, and the level screen's test) says no only where the
     full cutting of the values finds one group: on random values of one to three levels, with
-    lone outliers."""
+    lone outliers; at either least gap between modes."""
     rng = random.Random(3)
     told_apart = 0
     for _ in range(3000):
@@ -78,8 +79,8 @@ def test_values_that_could_hold_no_modes_are_one_group_by_the_full_split() -> No
         if rng.random() < 0.3:
             values.append(values[0] * rng.uniform(2, 50))  # a preempted call
         logs = sorted(math.log(v) for v in values)
-        if not modes.could_hold_modes(values):
-            assert len(modes._split(logs)) == 1, values
+        if not modes.could_hold_modes(values, gap):
+            assert len(modes._split(logs, gap)) == 1, values
         else:
-            told_apart += len(modes._split(logs)) > 1
+            told_apart += len(modes._split(logs, gap)) > 1
     assert told_apart > 100  # not vacuous: many of the others do hold modes

@@ -317,10 +317,12 @@ def test_the_stored_baseline_the_ref_and_the_command_line_agree(
                        ).assert_outcomes(passed=1)
     _side(repo, now)
     pytester.runpytest(*FAST[:-1], *same, "--hpml-compare", "--hpml-report=stored.json")
-    # The git ref measured now: every test on both sides, three processes each.
+    # The git ref measured now: every test on both sides, three processes each (a regression
+    # stands in 2N-1 before it fails: N=2 gives it three too).
     _side(repo, now)
+    n = 2 if outcome == "regressed" else 3
     pytester.runpytest(*FAST[:-1], "--hpml-compare-ref=HEAD", "--hpml-compare-ref-all",
-                       "--hpml-compare-ref-processes=3", "--hpml-report=ref.json")
+                       f"--hpml-compare-ref-processes={n}", "--hpml-report=ref.json")
     # The command line: the base's save report against one of the working tree's three
     # processes (a save into a folder of its own writes them into its report).
     _side(repo, now)

@@ -48,14 +48,14 @@ class Modes:
         return values / self.nearest(np, values)
 
 
-def modal(np: Any, history: Any, now: Any, rows: Any) -> Modes:
+def modal(np: Any, history: Any, now: Any, rows: Any, gap: float = MODE_GAP) -> Modes:
     """The modes of the rows `rows` (indices) of `history` and `now` (rows by values, every
-    value a positive number) where modes.modal finds some."""
+    value a positive number) where modes.modal finds some (`gap`: as its)."""
     h = history.shape[1]
     values = np.concatenate([history[rows], now[rows]], axis=1)
     order = np.argsort(values, axis=1)
     logs = np.log(np.take_along_axis(values, order, axis=1))
-    cuts = _cuts(np, logs)
+    cuts = _cuts(np, logs, gap)
     some = np.flatnonzero(cuts.any(axis=1))
     logs, cuts, stored_at = logs[some], cuts[some], order[some] < h
     n, v = logs.shape
@@ -87,14 +87,14 @@ def modal(np: Any, history: Any, now: Any, rows: Any) -> Modes:
                  (landed & ~stored).any(axis=1))
 
 
-def _cuts(np: Any, logs: Any) -> Any:
+def _cuts(np: Any, logs: Any, least: float) -> Any:
     """modes._split's cuts of each row of sorted `logs` (rows by values), where a cut at i
-    parts the values up to i from those after: every gap of MODE_GAP or more, then, until the
+    parts the values up to i from those after: every gap of `least` or more, then, until the
     cuts hold, those beside a lone value dropped, or else those narrower than SEPARATION times
     the spread inside the groups left dropped."""
     v = logs.shape[1]
     gaps = np.diff(logs, axis=1)
-    cuts = gaps >= MODE_GAP
+    cuts = gaps >= least
     active = cuts.any(axis=1)
     while active.any():
         rows = np.flatnonzero(active)

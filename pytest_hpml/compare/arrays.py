@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from pytest_hpml.compare import array_modes, array_noise, array_verdicts, level_screen, modes
+from pytest_hpml.compare import array_modes, array_noise, array_verdicts, level_screen
 from pytest_hpml.compare.array_verdicts import Asked
 from pytest_hpml.compare.basis import within_tolerance_words
 from pytest_hpml.compare.families import Family, RowShare
@@ -185,7 +185,7 @@ def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
                  ) -> dict[tuple[str, str], Verdict]:
     history = np.array([_runs(row[2]) for row, _ in members], dtype=float).reshape(-1, h)
     now = np.array([values.values for _, values in members], dtype=float).reshape(-1, k)
-    ordinary, modal = _one_mode(np, history, now)
+    ordinary, modal = _one_mode(np, history, now, asked.rules.mode_gap)
     found = _judge_modal(np, members, modal, (history, now), saves, k, asked) \
         if modal is not None else {}
     if not ordinary.all():
@@ -281,7 +281,8 @@ def _weighed(np: Any, members: list[tuple[Row, Replicates]], values: tuple[Any, 
     return found
 
 
-def _one_mode(np: Any, history: Any, now: Any) -> tuple[Any, array_modes.Modes | None]:
+def _one_mode(np: Any, history: Any, now: Any, gap: float
+              ) -> tuple[Any, array_modes.Modes | None]:
     """Which rows hold only positive numbers, in one mode (modes.modal finds none in their
     stored runs and processes now): the cheap test of the sorted logs' extremes (modes.
     could_hold_modes) on all of them at once, the full one where it says they could; and the
@@ -291,9 +292,9 @@ def _one_mode(np: Any, history: Any, now: Any) -> tuple[Any, array_modes.Modes |
     logs = np.sort(np.log(np.where(ordinary[:, None], values, 1.0)), axis=1)
     if logs.shape[1] < 4:
         return ordinary, None
-    could = np.flatnonzero(ordinary & (logs[:, -2] - logs[:, 1] >= modes.MODE_GAP))
+    could = np.flatnonzero(ordinary & (logs[:, -2] - logs[:, 1] >= gap))
     if not len(could):
         return ordinary, None
-    found = array_modes.modal(np, history, now, could)
+    found = array_modes.modal(np, history, now, could, gap)
     ordinary[found.rows] = False
     return ordinary, found

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from pytest_hpml.compare import arrays, level_screen
+from pytest_hpml.compare import arrays, level_screen, modes
 from pytest_hpml.compare.bulk import collector_paused
 from pytest_hpml.compare.family_finder import Families, FamilyMemo, families, rows_found
 from pytest_hpml.compare.noise import Advice
@@ -88,13 +88,18 @@ class Source:
     #: Drift between the evidence and this run assumed until learned (None: the run's rules);
     #: 0 where both were measured on one occasion.
     drift: float | None = None
+    #: Whether the evidence was measured on this run's occasion, in turns with it: modes as
+    #: narrow as one occasion's are then told apart (compare/modes.py).
+    one_occasion = False
     advice: Advice = Advice()
 
     def stored(self, record_id: str) -> dict[str, Stored]:
         raise NotImplementedError
 
     def rules(self, rules: Rules) -> Rules:
-        return rules if self.drift is None else replace(rules, drift=self.drift)
+        if self.drift is not None:
+            rules = replace(rules, drift=self.drift)
+        return replace(rules, mode_gap=modes.ONE_OCCASION_GAP) if self.one_occasion else rules
 
 
 def _same_quantity(current: Metric, base: Stored) -> tuple[Stored | None, Verdict | None, str]:

@@ -96,16 +96,17 @@ def _moved_with_it_now(measured: list[float], relative: list[float]) -> bool:
     return found is not None and found[0]
 
 
-def machine_modes(base: Stored, now: Replicates) -> modes.Modal | None:
+def machine_modes(base: Stored, now: Replicates, gap: float = modes.MODE_GAP
+                  ) -> modes.Modal | None:
     """The modes of the metric's processes, unless they are the machine's: on a core that
     runs at two speeds by turns, a compute-bound call's processes land at two levels (50 %
     more work: 25.1, 18.7 and 25.6 ms against a save's 15.2 to 16.8), which the time relative
     to its pace does not show (22.1 to 23.3, one level): no switch of modes to hold back."""
-    found = modes.modal([v for v in base.runs if math.isfinite(v)], list(now.values))
+    found = modes.modal([v for v in base.runs if math.isfinite(v)], list(now.values), gap)
     if found is None or not base.paced_history or now.paced is None or \
             len(base.paced_history) != len(base.runs) or len(now.paced) != len(now.values):
         return found
-    by_pace = modes.modal(list(base.paced_history), list(now.paced))
+    by_pace = modes.modal(list(base.paced_history), list(now.paced), gap)
     if by_pace is None or (len(by_pace.stored) < 2 and not (by_pace.new and by_pace.now >= 2)):
         return None
     return found

@@ -104,6 +104,9 @@ class Rules:
     # `regressed` (two processes of the same code differ by more than their samples show).
     unconfirmed_alone: bool = False
     fail_unconfirmed: bool = False  # an unconfirmed regression fails too (--fail-unconfirmed)
+    # The least gap between modes of the processes (compare/modes.py): narrower where the
+    # evidence was measured on this run's occasion.
+    mode_gap: float = modes.MODE_GAP
 
     def tolerance_of(self, metric: Metric, base: Stored | None = None) -> float:
         """The tolerance a metric's change is held to: its own, else 0 for an exact figure,
@@ -182,7 +185,7 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
                        basis=f"the value is {now.value}, not a number as in the baseline")
     if current.exact or base.exact:
         return _judge_exactly(current, now, base, tol)
-    found = machine_modes(base, now)
+    found = machine_modes(base, now, rules.mode_gap)
     if found is not None and len(found.stored) >= 2:
         return _judge_modes(found, current, now, base, tol, rules, can_confirm, advice)
     if found is not None and found.new and found.now >= 2:
