@@ -17,6 +17,7 @@ seconds).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
@@ -57,6 +58,8 @@ def main() -> None:
                         help="--hpml-compare-ref-processes (0: the plugin's default)")
     parser.add_argument("--before", metavar="REV", default=None,
                         help="also with the plugin at git revision REV, in the same trials")
+    parser.add_argument("--misses", action="store_true",
+                        help="print the verdict of each slowed test_add row that passed")
     args = parser.parse_args()
     unchanged = project(args.out)
     slowed = _slowed_clone(unchanged)
@@ -74,8 +77,9 @@ def main() -> None:
         shift = trial % len(arms)
         for version, condition in arms[shift:] + arms[:shift]:
             folder, ref = (unchanged, "HEAD") if condition == "unchanged" else (slowed, "HEAD~1")
-            code, took, text = _pytest(folder, [*common, f"--hpml-compare-ref={ref}"],
-                                       plugins[version])
+            report = args.out / "report.json"
+            code, took, text = _pytest(folder, [*common, f"--hpml-compare-ref={ref}",
+                                                f"--hpml-report={report}"], plugins[version])
             failed = FAILED.findall(text)
             if code not in (0, 1) or (code == 1) != bool(failed):
                 raise SystemExit(f"{version}, {condition}: exit {code}\n{text[-3000:]}")
@@ -84,6 +88,13 @@ def main() -> None:
             seconds[version, condition].append(took)
             print(f"trial {trial + 1}/{args.trials} {version:14s} {condition:9s} exit {code} in "
                   f"{took:.1f} s {' '.join(failed)}", flush=True)
+            if args.misses and condition == "slowed":
+                for record in json.loads(report.read_text())["records"]:
+                    verdict = (record.get("verdicts") or {}).get("time")
+                    if record["id"].startswith("test_team.py::test_add") and verdict and \
+                            verdict["outcome"] != "regressed":
+                        print(f"    missed {record['id']}: {verdict['outcome']}: "
+                              f"{verdict.get('basis')}", flush=True)
     print(f"\n{args.trials} trials in {(time.monotonic() - started) / 60:.1f} min\n")
     print("| plugin | condition | runs with a failure | failures by test | median s |")
     print("|---|---|---|---|---|")
