@@ -273,40 +273,42 @@ MODAL = """
 
     def test_work(hpml):
         # The how-manyth process of its side this is (each appends where it imported mypkg
-        # from): mypkg.SLOW lists those that land in the slow mode, 23 % slower.
+        # from): its time is mypkg.FACTORS' factor of 1 ms.
         with open(os.environ["HPML_TEST_PROCESSES"], "a+") as log:
             log.seek(0)
             k = log.read().split().count(mypkg.__file__)
             log.write(mypkg.__file__ + "\\n")
-        hpml.record("seconds", 1e-3 * (1.23 if k in mypkg.SLOW else 1.0), unit="s")
+        hpml.record("seconds", 1e-3 * mypkg.FACTORS[k % len(mypkg.FACTORS)], unit="s")
 """
 
 
-@pytest.mark.parametrize("slow, outcome", [
-    ((0, 1, 2), "ambiguous"), ((0, 1, 2, 3, 4), "regressed")])
+@pytest.mark.parametrize("factors, outcome, processes", [
+    ((1.23, 1.23, 1.23, 1.0, 1.0), "ambiguous", 10),
+    ((1.23,), "regressed", 10),
+    ((1.5, 1.3, 1.7), "regressed", 6)])
 def test_one_sides_processes_in_a_slow_mode_are_not_a_regression(
-        pytester: pytest.Pytester, project: Path, slow: tuple[int, ...], outcome: str) -> None:
+        pytester: pytest.Pytester, project: Path, factors: tuple[float, ...], outcome: str,
+        processes: int) -> None:
     # The working tree's first three processes land in a slow mode and HEAD's in the fast
     # one (as torch.add's processes do here, one in four, at random): a regression in three
-    # processes a side. A pair more puts the working tree's next process in the fast mode: its
-    # processes at two levels, one of them HEAD's, is a switch of modes, not judged, and
-    # nothing is measured after. Where every one of its processes is slow, the regression
-    # stands in two pairs more.
+    # processes a side, at two tight levels. Two pairs more put the working tree's next
+    # processes in the fast mode: its processes at two levels, one of them HEAD's, is a switch
+    # of modes, not judged. Where every one of its processes is slow, the regression stands
+    # in those pairs. A regression whose processes spread more than modes do fails at three.
     _package(project, 2000)
     _git(project, "add", "-A")
     (project / "tests" / "test_bench.py").write_text(
         "\n".join(line[4:] for line in MODAL.splitlines()))
-    (project / "src" / "mypkg" / "__init__.py").write_text("SLOW = ()\n")
+    (project / "src" / "mypkg" / "__init__.py").write_text("FACTORS = (1.0,)\n")
     _git(project, "add", "-A")
     _git(project, "commit", "-qm", "modes")
-    (project / "src" / "mypkg" / "__init__.py").write_text(f"SLOW = {slow!r}\n")
+    (project / "src" / "mypkg" / "__init__.py").write_text(f"FACTORS = {factors!r}\n")
     result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD")
     verdict = verdicts[("test_work", "seconds")]
     assert verdict["outcome"] == outcome, verdict
+    assert len(_imported_from()) == processes
     if outcome == "ambiguous":
-        assert len(_imported_from()) == 8
         result.assert_outcomes(passed=1)
-        assert "bimodal: this run's 4 processes landed in 2 modes" in verdict["basis"]
+        assert "bimodal: this run's 5 processes landed in 2 modes" in verdict["basis"]
     else:
-        assert len(_imported_from()) == 10
         result.assert_outcomes(failed=1)
