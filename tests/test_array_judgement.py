@@ -16,7 +16,7 @@ import sys
 import pytest
 from hpml_testing import arrays_from, random_sweep_row
 
-from pytest_hpml.compare import array_verdicts, arrays, engine, level_screen, modes
+from pytest_hpml.compare import array_verdicts, arrays, engine, level_screen
 from pytest_hpml.compare.families import Family
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import Rules
@@ -93,7 +93,7 @@ def test_a_large_familys_verdicts_as_arrays_are_the_row_by_row_ones(
     # Every other seed with the narrower gap between modes of --hpml-compare-ref's processes.
     rules = Rules(drift=rng.choice([0.0, 0.05]), tolerance=rng.choice([0.1, 0.03]),
                   max_detectable=rng.choice([0.5, None]),
-                  mode_gap=(modes.MODE_GAP, modes.ONE_OCCASION_GAP)[seed % 2])
+                  one_occasion=bool(seed % 2))
     can_confirm = seed % 3
     arrays_from(monkeypatch, 10**9)
     by_row = _judged(rows, rules, can_confirm)

@@ -310,5 +310,7 @@ def test_one_sides_processes_in_a_slow_mode_are_not_a_regression(
     if outcome == "ambiguous":
         result.assert_outcomes(passed=1)
         assert "bimodal: this run's 5 processes landed in 2 modes" in verdict["basis"]
+        assert "the other side's processes in one; a switch of modes is not judged" in \
+            verdict["basis"] and "a save" not in verdict["basis"]
     else:
         result.assert_outcomes(failed=1)

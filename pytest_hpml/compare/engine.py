@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from pytest_hpml.compare import arrays, level_screen, modes
+from pytest_hpml.compare import arrays, level_screen
 from pytest_hpml.compare.bulk import collector_paused
 from pytest_hpml.compare.family_finder import Families, FamilyMemo, families, rows_found
 from pytest_hpml.compare.noise import Advice
@@ -99,7 +99,7 @@ class Source:
     def rules(self, rules: Rules) -> Rules:
         if self.drift is not None:
             rules = replace(rules, drift=self.drift)
-        return replace(rules, mode_gap=modes.ONE_OCCASION_GAP) if self.one_occasion else rules
+        return replace(rules, one_occasion=True) if self.one_occasion else rules
 
 
 def _same_quantity(current: Metric, base: Stored) -> tuple[Stored | None, Verdict | None, str]:

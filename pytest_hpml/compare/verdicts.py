@@ -104,9 +104,14 @@ class Rules:
     # `regressed` (two processes of the same code differ by more than their samples show).
     unconfirmed_alone: bool = False
     fail_unconfirmed: bool = False  # an unconfirmed regression fails too (--fail-unconfirmed)
-    # The least gap between modes of the processes (compare/modes.py): narrower where the
-    # evidence was measured on this run's occasion.
-    mode_gap: float = modes.MODE_GAP
+    # The evidence was measured on this run's occasion, in turns with it (--hpml-compare-ref):
+    # its processes' modes are told apart at a narrower gap (compare/modes.py).
+    one_occasion: bool = False
+
+    @property
+    def mode_gap(self) -> float:
+        """The least gap between modes of the processes, in logs."""
+        return modes.ONE_OCCASION_GAP if self.one_occasion else modes.MODE_GAP
 
     def tolerance_of(self, metric: Metric, base: Stored | None = None) -> float:
         """The tolerance a metric's change is held to: its own, else 0 for an exact figure,
@@ -190,13 +195,18 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
         return _judge_modes(found, current, now, base, tol, rules, can_confirm, advice)
     if found is not None and found.new and found.now >= 2:
         # Some of this run's processes at the stored level, some in a mode the history never
-        # saw: a switch of modes, which says nothing of the code. The next save learns it.
+        # saw: a switch of modes, which says nothing of the code. The next save learns it (a
+        # comparison with processes measured now has nothing to learn it from).
         said = (f"bimodal: this run's {len(now.values)} processes landed in {found.now} modes "
-                f"({found.describe()}), the baseline's runs in one; a switch of modes is not "
-                "judged, and a save learns the new mode")
+                f"({found.describe()}), " + (
+                    "the other side's processes in one; a switch of modes is not judged"
+                    if rules.one_occasion else "the baseline's runs in one; a switch of modes "
+                    "is not judged, and a save learns the new mode"))
         return Verdict("ambiguous", baseline=base.reference, current=now.value,
                        change=relative_change(base.reference, now.value), basis=said,
-                       blind=f"{said}: until then a change of this metric cannot be seen")
+                       blind=f"{said}: " + ("a change of this metric cannot be seen this run"
+                                            if rules.one_occasion else
+                                            "until then a change of this metric cannot be seen"))
     raw, *others = [_weigh(e, current, base, tol, rules, family) for e in series(now, base)]
     relative, words = [], []
     pace_tracks: bool | None = None  # what the history says of the compute pace, if enough
