@@ -44,8 +44,7 @@ BATCH = 64
 class AtRef(engine.Source):
     """The evidence of --hpml-compare-ref: the test's processes at REF, measured now."""
 
-    drift = 0.0  # both sides are measured on one occasion
-    one_occasion = True
+    one_occasion = True  # both sides are measured on this run's occasion, in turns
 
     def __init__(self, label: str, advice: Advice) -> None:
         self.label = label
@@ -196,8 +195,14 @@ class RefRun:
         done = settling.settle(records, judge_all,
                              (lambda r: True) if self.all else _unsettled_the_worse_way,
                              measure_pair, self.processes - 1, self.budget)
+        # _regressed first: the evidence of a row is built only for a regression (a sweep's
+        # 10 000 rows would each build theirs).
         escalated = {id(r) for r in records if _regressed(r) and _parted_like_modes(
-            r, source.stored(r.id))} if done == self.processes - 1 else set()
+            r, source.stored(r.id), rules.mode_gap)} if done == self.processes - 1 else set()
+
+        def escalating(record: Record) -> bool:
+            return id(record) in escalated and _unsettled_the_worse_way(record)
+
         if escalated:
             # A regression whose sides stand at two tight levels is measured in as many pairs
             # again before it fails: a process lands in a mode of its own (its physical pages,
@@ -209,17 +214,14 @@ class RefRun:
             # each more round is one more test a real change must pass). Every pair is
             # measured while the row still points the worse way: stopping at the first round
             # that no longer shows the regression would repeat a test until it passes.
-            done += settling.settle(
-                records, judge_all,
-                lambda r: id(r) in escalated and _unsettled_the_worse_way(r),
-                measure_pair, self.processes - 1, self.budget)
+            done += settling.settle(records, judge_all, escalating, measure_pair,
+                                    self.processes - 1, self.budget)
         for record in records:
             _improvements_of_one_pair(record, self.all)
         if not self.budget.left and (
                 done < self.processes - 1 and any(
                     settling.unsettled(r, worse_only=not self.all) for r in records)
-                or done < 2 * (self.processes - 1) and any(
-                    id(r) in escalated and _regressed(r) for r in records)):
+                or done < 2 * (self.processes - 1) and any(map(escalating, records))):
             behind = f" ({2 * self.processes - 1} behind a regression parted like modes)" \
                 if escalated else ""
             records[0].warnings.append(f"{done + 1} of {self.processes} processes on each "
@@ -240,16 +242,17 @@ def _regressed(record: Record) -> bool:
                for name, v in record.verdicts.items() for m in [record.metric(name)])
 
 
-def _parted_like_modes(record: Record, stored: dict[str, Stored]) -> bool:
+def _parted_like_modes(record: Record, stored: dict[str, Stored], gap: float) -> bool:
     """Whether a regression of the row rests on processes that fall into modes, both sides'
-    together (compare/modes.py at one occasion's gap): levels far apart against the spread
-    within each, as a process's mode makes them, and as a change of a quiet benchmark does."""
+    together (compare/modes.py at `gap`, the rules' one for one occasion): levels far apart
+    against the spread within each, as a process's mode makes them, and as a change of a quiet
+    benchmark does."""
     for name, v in record.verdicts.items():
         m, base = record.metric(name), stored.get(name)
         if v.outcome != "regressed" or m is None or m.exact or base is None:
             continue
         values = [*base.runs, *record.values_of(name).values]
-        if len(modes.split(values, modes.ONE_OCCASION_GAP)) >= 2:
+        if len(modes.split(values, gap)) >= 2:
             return True
     return False
 

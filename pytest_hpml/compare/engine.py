@@ -81,15 +81,13 @@ def add_processes(records: list[Record], processes: list[list[Record]]) -> None:
 
 class Source:
     """Evidence a run is judged against: the stored metrics of each row, what the evidence is
-    called, the drift assumed between it and this run, and how to narrow a blind spot on
+    called, whether it was measured on this run's occasion, and how to narrow a blind spot on
     this path."""
 
     label = "the baseline"
-    #: Drift between the evidence and this run assumed until learned (None: the run's rules);
-    #: 0 where both were measured on one occasion.
-    drift: float | None = None
-    #: Whether the evidence was measured on this run's occasion, in turns with it: modes as
-    #: narrow as one occasion's are then told apart (compare/modes.py).
+    #: Whether the evidence was measured on this run's occasion, in turns with it: no drift
+    #: between them is assumed, and modes as narrow as one occasion's are told apart
+    #: (compare/modes.py). Otherwise the run's rules hold (the drift assumed until learned).
     one_occasion = False
     advice: Advice = Advice()
 
@@ -97,9 +95,7 @@ class Source:
         raise NotImplementedError
 
     def rules(self, rules: Rules) -> Rules:
-        if self.drift is not None:
-            rules = replace(rules, drift=self.drift)
-        return replace(rules, one_occasion=True) if self.one_occasion else rules
+        return replace(rules, drift=0.0, one_occasion=True) if self.one_occasion else rules
 
 
 def _same_quantity(current: Metric, base: Stored) -> tuple[Stored | None, Verdict | None, str]:

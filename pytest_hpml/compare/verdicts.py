@@ -197,16 +197,16 @@ def _verdict(current: Metric, now: Replicates, base: Stored, rules: Rules, can_c
         # Some of this run's processes at the stored level, some in a mode the history never
         # saw: a switch of modes, which says nothing of the code. The next save learns it (a
         # comparison with processes measured now has nothing to learn it from).
+        other, unseen = (
+            ("the other side's processes in one; a switch of modes is not judged",
+             "a change of this metric cannot be seen this run") if rules.one_occasion else
+            ("the baseline's runs in one; a switch of modes is not judged, and a save learns "
+             "the new mode", "until then a change of this metric cannot be seen"))
         said = (f"bimodal: this run's {len(now.values)} processes landed in {found.now} modes "
-                f"({found.describe()}), " + (
-                    "the other side's processes in one; a switch of modes is not judged"
-                    if rules.one_occasion else "the baseline's runs in one; a switch of modes "
-                    "is not judged, and a save learns the new mode"))
+                f"({found.describe()}), {other}")
         return Verdict("ambiguous", baseline=base.reference, current=now.value,
                        change=relative_change(base.reference, now.value), basis=said,
-                       blind=f"{said}: " + ("a change of this metric cannot be seen this run"
-                                            if rules.one_occasion else
-                                            "until then a change of this metric cannot be seen"))
+                       blind=f"{said}: {unseen}")
     raw, *others = [_weigh(e, current, base, tol, rules, family) for e in series(now, base)]
     relative, words = [], []
     pace_tracks: bool | None = None  # what the history says of the compute pace, if enough
