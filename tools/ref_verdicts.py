@@ -20,6 +20,7 @@ import argparse
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import time
 from collections import Counter
@@ -99,11 +100,10 @@ def main() -> None:
     print("| plugin | condition | runs with a failure | failures by test | median s |")
     print("|---|---|---|---|---|")
     for arm in arms:
-        took = sorted(seconds[arm])
         by_test = ", ".join(f"{test.split('::')[-1]} {n}" for test, n in
                             sorted(failures[arm].items())) or "none"
         print(f"| {arm[0]} | {arm[1]} | {runs_failed[arm]} of {args.trials} | {by_test} | "
-              f"{took[len(took) // 2]:.1f} |")
+              f"{statistics.median(seconds[arm]):.1f} |")
     shutil.rmtree(args.out, ignore_errors=True)
 
 
