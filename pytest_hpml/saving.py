@@ -6,8 +6,9 @@ the end of the run, one fresh process per round runs a batch of the tests whose 
 least of the spread between processes, while the budget (--hpml-save-budget, a fraction of the
 run's own time since pytest configured it) allows, up to --hpml-baseline-processes per
 test. Then the engine judges each row against the file as it is (a change beyond the noise
-starts a new level, a figure derived from a timing with its timing), and the store merges the
-rows in under its lock.
+starts a new level, a figure derived from a timing with its timing; a change seen in fewer
+processes than a save measures is measured again in fresh processes first, as a comparison
+confirms a suspected regression), and the store merges the rows in under its lock.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpml import policy, rerun
-from pytest_hpml.compare import baselines, engine, history, save_plan
+from pytest_hpml.compare import baselines, engine, history, save_plan, settling
 from pytest_hpml.machine.fingerprint import fingerprint
 from pytest_hpml.machine.revision import current_commit, tree_is_clean
 from pytest_hpml.policy import positive
@@ -162,13 +163,66 @@ class Save:
     def _judge_levels(self, records: list[Record]) -> baselines.Baseline | None:
         """Verdicts for the rows a comparison did not judge, against the file as it is now:
         a save starts a new level where the engine says a metric moved beyond the noise (a
-        figure derived from a timing with its timing). Returns the file as it was judged
-        against, which the store merges into where nothing rewrites it meanwhile."""
+        figure derived from a timing with its timing), in as many processes as a save measures
+        (confirm_levels). Returns the file as it was judged against, which the store merges
+        into where nothing rewrites it meanwhile."""
         found = self.stored.baseline_now()
         if found is not None:
-            engine.judge_rows([r for r in records if not r.verdicts], found.metrics_for,
-                              self.stored.rules, levels_only=True)
+            self.confirm_levels([r for r in records if not r.verdicts], found)
         return found
+
+    def _moves_level(self, record: Record) -> bool:
+        """Whether a verdict of the row would start a new level on fewer processes than a save
+        measures (--hpml-baseline-processes), in a test the save may run again."""
+        if record.test not in self.durations:
+            return False
+        for name, verdict in record.verdicts.items():
+            m = record.metric(name)
+            if verdict.outcome in history.LEVEL_CHANGES and m is not None and m.compared and \
+                    not m.exact and not m.derived_from and \
+                    len(record.values_of(name).values) < self.processes:
+                return True
+        return False
+
+    def confirm_levels(self, records: list[Record], found: baselines.Baseline) -> None:
+        """Judge `records` against `found` for levels; a move that would start a new level on
+        fewer processes than the save measures is measured again in fresh processes (its rows
+        only, where the test asks hpml.wants), one at a time while it still shows, up to
+        --hpml-baseline-processes, as a comparison confirms a suspected regression. A level
+        resting on one process was a preempted call in one row of a 10 000-row sweep at almost
+        every save (2.6 -> 20 us), which dropped the row's history and made the next
+        comparison read the row `improved`; a save of unchanged code that suspects nothing
+        runs no process for it."""
+        rules, memo = self.stored.rules, engine.FamilyMemo()
+        by_test: dict[str, list[Record]] = {}
+        for record in records:
+            by_test.setdefault(record.test, []).append(record)
+        asked: set[str] = set()  # ids of the rows measured again
+
+        def judge_all(_left: int, rows: list[Record]) -> None:
+            engine.judge_rows(records, found.metrics_for, rules, levels_only=True, rows=rows,
+                              memo=memo)
+
+        def measure_more(pending: list[Record]) -> None:
+            tests = sorted({r.test for r in pending})
+            made = [r for t in tests for r in by_test[t]]
+            fresh = rerun.run_fresh(self.config, tests, 1, what="level confirmation",
+                                    rows=pending, made=made)
+            engine.add_processes(made, fresh.records)
+            self.stored.rerun_failures += fresh.problems
+            asked.update(r.id for r in pending)
+
+        settling.settle(records, judge_all, self._moves_level, measure_more,
+                        max(0, self.processes - 1))
+        if asked:
+            started = sum(1 for r in records if r.id in asked and any(
+                v.outcome in history.LEVEL_CHANGES for v in r.verdicts.values()))
+            self.run.say_once(
+                f"--hpml-save-baseline: {len(asked)} row(s) whose move would have started a "
+                f"new level on fewer processes than a save measures were measured again in fresh "
+                f"processes (up to "
+                f"--hpml-baseline-processes={self.processes}): {started} moved in them too, "
+                f"{len(asked) - started} did not (an outlier of one process: no new level)")
 
     def write(self) -> list[Path]:
         records = self.run.records
