@@ -304,13 +304,14 @@ def wait_for_forkserver() -> float:
 
 
 @contextlib.contextmanager
-def forkserver_beside(config: pytest.Config) -> Iterator[None]:
+def forkserver_beside(config: pytest.Config, wanted: bool = False) -> Iterator[None]:
     """Start the forkserver in the background while the body runs (a test's judgement, which
-    times nothing), where this run will need one and none has started: a confirmation the
-    judgement asks for then finds the server ready instead of waiting for its imports (0.25 s
-    of pytest and the plugin, a quarter of a 10 000-row compare's first confirmation). What is
-    left of its imports at the end is waited for, so none runs beside the next timed sample."""
-    if config.stash.get(_WANTED, False) and not forkserver_started():
+    times nothing), where this run will need one (`wanted`: the caller knows it likely will)
+    and none has started: a confirmation the judgement asks for then finds the server ready
+    instead of waiting for its imports (0.25 s of pytest and the plugin, a quarter of a
+    10 000-row compare's first confirmation). What is left of its imports at the end is waited
+    for, so none runs beside the next timed sample."""
+    if (wanted or config.stash.get(_WANTED, False)) and not forkserver_started():
         _start_in_background(preload(config))
     try:
         yield

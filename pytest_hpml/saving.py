@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,12 @@ from pytest_hpml.policy import positive
 from pytest_hpml.report.files import Output
 from pytest_hpml.results import Record
 from pytest_hpml.session import add_option, writes_outputs
-from pytest_hpml.stored_baseline import BASELINE_KEY, BaselineRun, some
+from pytest_hpml.stored_baseline import (
+    BASELINE_KEY,
+    FORKSERVER_BESIDE_ROWS,
+    BaselineRun,
+    some,
+)
 
 #: Processes behind a saved baseline at most: three medians are the fewest that give a spread.
 DEFAULT_BASELINE_PROCESSES = 3
@@ -212,8 +218,12 @@ class Save:
             self.stored.rerun_failures += fresh.problems
             asked.update(r.id for r in pending)
 
-        settling.settle(records, judge_all, self._moves_level, measure_more,
-                        max(0, self.processes - 1))
+        # A sweep of thousands of single calls has a preempted one at almost every save: the
+        # server's imports run beside its judging, as a comparison's do.
+        rounds = max(0, self.processes - 1)
+        beside = rounds > 0 and len(records) >= FORKSERVER_BESIDE_ROWS
+        with rerun.forkserver_beside(self.config, wanted=True) if beside else nullcontext():
+            settling.settle(records, judge_all, self._moves_level, measure_more, rounds)
         if asked:
             started = sum(1 for r in records if r.id in asked and any(
                 v.outcome in history.LEVEL_CHANGES for v in r.verdicts.values()))
