@@ -284,6 +284,10 @@ MODAL = """
 
 @pytest.mark.parametrize("factors, outcome, processes", [
     ((1.23, 1.23, 1.23, 1.0, 1.0), "ambiguous", 10),
+    # Slow processes spread around +11 %, just past the 10 % tolerance: the nearest of them is
+    # 9.5 % from HEAD's, less than one occasion's gap between modes (test_mlp_forward[512] of
+    # tools/cost_ratios.py: +10.3 %, +11.5 %, +9.5 %, spread 0.7 %, unchanged code, failed).
+    ((1.11, 1.12, 1.095, 1.0, 1.0), "unchanged", 10),
     ((1.23,), "regressed", 10),
     ((1.5, 1.3, 1.7), "regressed", 6)])
 def test_one_sides_processes_in_a_slow_mode_are_not_a_regression(
@@ -312,5 +316,7 @@ def test_one_sides_processes_in_a_slow_mode_are_not_a_regression(
         assert "bimodal: this run's 5 processes landed in 2 modes" in verdict["basis"]
         assert "the other side's processes in one; a switch of modes is not judged" in \
             verdict["basis"] and "a save" not in verdict["basis"]
+    elif outcome == "unchanged":
+        result.assert_outcomes(passed=1)  # the median of five: two of them in HEAD's mode
     else:
         result.assert_outcomes(failed=1)
