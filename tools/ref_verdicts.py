@@ -59,6 +59,9 @@ def main() -> None:
                         help="--hpml-compare-ref-processes (0: the plugin's default)")
     parser.add_argument("--before", metavar="REV", default=None,
                         help="also with the plugin at git revision REV, in the same trials")
+    parser.add_argument("--alarms", type=Path,
+                        default=ROOT / "hpml-out" / "ref-verdicts-alarms",
+                        help="where the output of a run with a false alarm is kept")
     parser.add_argument("--misses", action="store_true",
                         help="print the verdict of each slowed test_add row that passed")
     args = parser.parse_args()
@@ -87,8 +90,15 @@ def main() -> None:
             failures[version, condition].update(failed)
             runs_failed[version, condition] += bool(failed)
             seconds[version, condition].append(took)
+            kept = ""
+            alarms = [t for t in failed if condition == "unchanged" or "::test_add[" not in t]
+            if alarms:  # a false alarm's verdicts are read afterwards, not lost with the run
+                args.alarms.mkdir(parents=True, exist_ok=True)
+                path = args.alarms / f"{trial + 1:02d}-{version.replace(' ', '_')}-{condition}.txt"
+                path.write_text(text, encoding="utf-8")
+                kept = f" (a false alarm: output kept in {path})"
             print(f"trial {trial + 1}/{args.trials} {version:14s} {condition:9s} exit {code} in "
-                  f"{took:.1f} s {' '.join(failed)}", flush=True)
+                  f"{took:.1f} s {' '.join(failed)}{kept}", flush=True)
             if args.misses and condition == "slowed":
                 for record in json.loads(report.read_text())["records"]:
                     verdict = (record.get("verdicts") or {}).get("time")
