@@ -320,3 +320,30 @@ def test_one_sides_processes_in_a_slow_mode_are_not_a_regression(
         result.assert_outcomes(passed=1)  # the median of five: two of them in HEAD's mode
     else:
         result.assert_outcomes(failed=1)
+
+
+def test_a_regression_judged_against_the_compute_pace_is_parted_by_its_paced_values() -> None:
+    # test_matmul[64] of tools/ref_verdicts.py, unchanged code: +2.6 % as measured, whose
+    # processes spread by 19.6 %, and +11.5 % relative to the compute pace, whose processes lay
+    # within 3 % of each other on either side; the verdict rested on the paced values, the
+    # question whether they part like modes was asked of the values as measured.
+    from pytest_hpml.base_ref import _parted_like_modes
+    from pytest_hpml.compare.stored import Stored
+    from pytest_hpml.judging import Rules
+    from pytest_hpml.replicates import Replicates
+    from pytest_hpml.results import Metric, Record, Verdict
+
+    def metric(value: float, pace: float) -> Metric:
+        return Metric("time", value, "s", "lower", compute_yardstick=pace)
+
+    ref = [metric(v, p) for v, p in ((7.9e-6, 1.00), (9.8e-6, 1.24), (6.6e-6, 0.835))]
+    here = [metric(v, p) for v, p in ((8.6e-6, 0.98), (6.9e-6, 0.77), (9.9e-6, 1.12))]
+    regressed = Verdict("regressed", unit="s", change=0.115, relative=True, processes=3)
+    record = Record(id="t", experiment="t", metrics=[here[0]], replicates={"time": Replicates(
+        tuple(m.value for m in here), None, tuple(m.paced for m in here))},
+        verdicts={"time": regressed})
+    rules = Rules(one_occasion=True)
+    assert _parted_like_modes(record, {"time": Stored.measured_now(ref)}, rules)
+    # As measured, judged as measured: their spread is no modes.
+    record.verdicts = {"time": Verdict("regressed", unit="s", change=0.026, processes=3)}
+    assert not _parted_like_modes(record, {"time": Stored.measured_now(ref)}, rules)
