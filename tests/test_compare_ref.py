@@ -289,7 +289,14 @@ MODAL = """
     # tools/cost_ratios.py: +10.3 %, +11.5 %, +9.5 %, spread 0.7 %, unchanged code, failed).
     ((1.11, 1.12, 1.095, 1.0, 1.0), "unchanged", 10),
     ((1.23,), "regressed", 10),
-    ((1.5, 1.3, 1.7), "regressed", 6)])
+    # A clear regression of noisy processes fails at three a side; one within 1.5 times its
+    # detectable change is measured in five a side first, and stands where it is real.
+    ((2.0, 1.7, 2.3), "regressed", 6),
+    ((1.5, 1.3, 1.7), "regressed", 10),
+    # Three noisy processes just past the tolerance, the next two at HEAD's level: no
+    # regression once five a side are weighed (3 of 20 unchanged runs of a 23-test suite
+    # failed at 1.03-1.15 times their detectable change).
+    ((1.12, 1.17, 1.11, 1.0, 1.0), "ambiguous", 10)])
 def test_one_sides_processes_in_a_slow_mode_are_not_a_regression(
         pytester: pytest.Pytester, project: Path, factors: tuple[float, ...], outcome: str,
         processes: int) -> None:
@@ -298,7 +305,8 @@ def test_one_sides_processes_in_a_slow_mode_are_not_a_regression(
     # processes a side, at two tight levels. Two pairs more put the working tree's next
     # processes in the fast mode: its processes at two levels, one of them HEAD's, is a switch
     # of modes, not judged. Where every one of its processes is slow, the regression stands
-    # in those pairs. A regression whose processes spread more than modes do fails at three.
+    # in those pairs. A clear regression whose processes spread more than modes do fails at
+    # three.
     _package(project, 2000)
     _git(project, "add", "-A")
     (project / "tests" / "test_bench.py").write_text(
@@ -311,13 +319,13 @@ def test_one_sides_processes_in_a_slow_mode_are_not_a_regression(
     verdict = verdicts[("test_work", "seconds")]
     assert verdict["outcome"] == outcome, verdict
     assert len(_imported_from()) == processes
-    if outcome == "ambiguous":
+    if outcome == "ambiguous" and factors[0] == 1.23:
         result.assert_outcomes(passed=1)
         assert "bimodal: this run's 5 processes landed in 2 modes" in verdict["basis"]
         assert "the other side's processes in one; a switch of modes is not judged" in \
             verdict["basis"] and "a save" not in verdict["basis"]
-    elif outcome == "unchanged":
-        result.assert_outcomes(passed=1)  # the median of five: two of them in HEAD's mode
+    elif outcome in ("unchanged", "ambiguous"):
+        result.assert_outcomes(passed=1)  # the median of five: two of them at HEAD's level
     else:
         result.assert_outcomes(failed=1)
 
