@@ -294,7 +294,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                default=DEFAULT_BASELINE_PROCESSES, metavar="N",
                help="processes a save measures a test in at most (the run's own and up to N-1 "
                     "fresh ones, within --hpml-save-budget), so the baseline learns the spread "
-                    f"between processes ({DEFAULT_BASELINE_PROCESSES}; 1: the run alone)")
+                    "between processes; a move that would start a new level is measured in as "
+                    f"many before it does ({DEFAULT_BASELINE_PROCESSES}; 1: the run alone)")
     add_option(parser, "--hpml-save-budget", pin=True, rerun=False, type=policy.budget,
                default=DEFAULT_SAVE_BUDGET, metavar="FRACTION",
                help="seconds a save may spend measuring its tests again in fresh processes, as "
