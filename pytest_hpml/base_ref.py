@@ -7,9 +7,9 @@ process: that first pair judges it. A test whose first pair shows a change the w
 every test, with --hpml-compare-ref-all) is measured again in further pairs of fresh
 processes, one at REF and one here, alternating which goes first, up to
 --hpml-compare-ref-processes on each side, and judged on all of them; a regression fails it. One
-whose processes fall into two tight levels, a side at each (as a process's speed mode puts
-them), is measured in as many pairs again first (2N-1 processes a side), and fails it if it
-stands.
+within MARGIN times its detectable change, or whose processes fall into two tight levels, a
+side at each (as a process's speed mode puts them), is measured in as many pairs again first
+(2N-1 processes a side), and fails it if it stands.
 An improvement seen in the first pair alone is `ambiguous` (--hpml-compare-ref-all confirms
 improvements too).
 Both sides share one occasion, so no drift between them is assumed, and processes' modes as
