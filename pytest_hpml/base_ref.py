@@ -7,9 +7,9 @@ process: that first pair judges it. A test whose first pair shows a change the w
 every test, with --hpml-compare-ref-all) is measured again in further pairs of fresh
 processes, one at REF and one here, alternating which goes first, up to
 --hpml-compare-ref-processes on each side, and judged on all of them; a regression fails it. One
-within MARGIN times its detectable change, or whose processes fall into two tight levels, a
+within 1.5 times its detectable change, or whose processes fall into two tight levels, a
 side at each (as a process's speed mode puts them), is measured in as many pairs again first
-(2N-1 processes a side), and fails it if it stands.
+(2N-1 processes a side; compare/ref_rounds.py), and fails it if it stands.
 An improvement seen in the first pair alone is `ambiguous` (--hpml-compare-ref-all confirms
 improvements too).
 Both sides share one occasion, so no drift between them is assumed, and processes' modes as
@@ -21,14 +21,13 @@ says which.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pytest_hpml import rerun
-from pytest_hpml.compare import engine, evidence, modes, reference, settling
+from pytest_hpml.compare import engine, ref_rounds, reference, settling
 from pytest_hpml.compare.advice import Advice, RefAdvice
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.judging import rules_of
@@ -194,31 +193,33 @@ class RefRun:
         # one pair's "improvement" is said as unconfirmed instead (on unchanged code here 7 of
         # the 15 rows the first pair suspected were faster, up to -46 %).
         done = settling.settle(records, judge_all,
-                             (lambda r: True) if self.all else _unsettled_the_worse_way,
+                             (lambda r: True) if self.all
+                             else ref_rounds.unsettled_the_worse_way,
                              measure_pair, self.processes - 1, self.budget)
         # _regressed first: the evidence of a row is built only for a regression (a sweep's
         # 10 000 rows would each build theirs).
-        escalated = {id(r) for r in records if _regressed(r) and (
-            _marginal(r) or _parted_like_modes(r, source.stored(r.id), rules))
+        escalated = {id(r) for r in records if ref_rounds.regressed(r) and (
+            ref_rounds.marginal(r)
+            or ref_rounds.parted_like_modes(r, source.stored(r.id), rules))
         } if done == self.processes - 1 else set()
 
         def escalating(record: Record) -> bool:
-            return id(record) in escalated and _unsettled_the_worse_way(record)
+            return id(record) in escalated and ref_rounds.unsettled_the_worse_way(record)
 
         if escalated:
-            # A regression no further past what this machine can detect than MARGIN times is
-            # measured in as many pairs again before it fails: the spread of three processes a
+            # A regression no further past what this machine can detect than ref_rounds.MARGIN times
+            # is measured in as many pairs again before it fails: the spread of three processes a
             # side is a guess of four degrees of freedom, and unchanged code of a 23-test suite
-            # failed in 3 of 20 runs, each at 1.03-1.15 times its detectable change (+11.5 %
-            # against 10 %, +17.2 % against 16.5 %). So is one whose sides stand at two tight
-            # levels: a process lands in a mode of its own (its physical pages, where it runs),
-            # and all of one side's in a slow one while the other's are fast came about once in
-            # 150 per test here (torch.add, one process in four 23 % slower); more processes
-            # put some of either side in the other's mode, which the verdict then judges as
-            # modes. A clear regression of noisy processes stands as judged (measuring every
-            # regression again lost catches on a noisy machine). Every pair is measured while
-            # the row still points the worse way: stopping at the first round that no longer
-            # shows the regression would repeat a test until it passes.
+            # failed in 3 of 20 runs, each at 1.03-1.15 times its detectable change (+11.5 % against
+            # 10 %, +17.2 % against 16.5 %). So is one whose sides stand at two tight levels: a
+            # process lands in a mode of its own (its physical pages, where it runs), and all of one
+            # side's in a slow one while the other's are fast came about once in 150 per test here
+            # (torch.add, one process in four 23 % slower); more processes put some of either side
+            # in the other's mode, which the verdict then judges as modes. A clear regression of
+            # noisy processes stands as judged (measuring every regression again lost catches on a
+            # noisy machine). Every pair is measured while the row still points the worse way:
+            # stopping at the first round that no longer shows the regression would repeat a test
+            # until it passes.
             done += settling.settle(records, judge_all, escalating, measure_pair,
                                     self.processes - 1, self.budget)
         for record in records:
@@ -238,59 +239,6 @@ class RefRun:
             records.append(row)
             lines += engine.failures(row, rules)
         return lines
-
-
-def _regressed(record: Record) -> bool:
-    """Whether the row holds a regression more processes could undo (a figure that is not
-    exact: an exact one is the same in every process)."""
-    return any(v.outcome == "regressed" and not (m is not None and m.exact)
-               for name, v in record.verdicts.items() for m in [record.metric(name)])
-
-
-#: How far past its detectable change (in logs) a regression of three processes a side must
-#: lie to fail without more pairs.
-MARGIN = 1.5
-
-
-def _marginal(record: Record) -> bool:
-    """Whether a regression of the row lies within MARGIN times its detectable change (a
-    figure that is not exact)."""
-    for name, v in record.verdicts.items():
-        m = record.metric(name)
-        if v.outcome != "regressed" or m is None or m.exact or v.change is None or \
-                v.mdc is None or not (v.change > -1 and v.mdc > 0):
-            continue
-        if math.log1p(abs(v.change)) <= MARGIN * math.log1p(v.mdc):
-            return True
-    return False
-
-
-def _parted_like_modes(record: Record, stored: dict[str, Stored], rules: engine.Rules
-                       ) -> bool:
-    """Whether a regression of the row rests on processes that fall into modes, both sides'
-    together (compare/modes.py): levels far apart against the spread within each, as a
-    process's mode makes them, and as a change of a quiet benchmark does. The least gap is
-    the rules' for one occasion, or half the metric's tolerance where that is less: a
-    regression is a median past the tolerance, and the nearest processes of two modes just
-    past it lie closer than their medians (+10.3 %, +11.5 %, +9.5 % against processes within
-    0.7 % of each other, a 10 % tolerance: the modes' own gap was never reached). Asked of the
-    values the verdict rests on: as measured, or relative to the yardstick or the compute pace
-    (+11.5 % against the pace on processes 3 % apart, where as measured they spread by 20 %)."""
-    for name, v in record.verdicts.items():
-        m, base = record.metric(name), stored.get(name)
-        if v.outcome != "regressed" or m is None or m.exact or base is None:
-            continue
-        gap = min(rules.mode_gap, math.log1p(rules.tolerance_of(m, base)) / 2) or \
-            rules.mode_gap
-        for e in evidence.series(record.values_of(name), base):
-            if bool(e.label) == v.relative and len(modes.split([*e.history, *e.now], gap)) >= 2:
-                return True
-    return False
-
-
-def _unsettled_the_worse_way(record: Record) -> bool:
-    """Whether more pairs could change a verdict of the row that points the worse way."""
-    return settling.unsettled(record, worse_only=True)
 
 
 def _improvements_of_one_pair(record: Record, measured_all: bool) -> None:

@@ -335,7 +335,7 @@ def test_a_regression_judged_against_the_compute_pace_is_parted_by_its_paced_val
     # processes spread by 19.6 %, and +11.5 % relative to the compute pace, whose processes lay
     # within 3 % of each other on either side; the verdict rested on the paced values, the
     # question whether they part like modes was asked of the values as measured.
-    from pytest_hpml.base_ref import _parted_like_modes
+    from pytest_hpml.compare.ref_rounds import parted_like_modes
     from pytest_hpml.compare.stored import Stored
     from pytest_hpml.judging import Rules
     from pytest_hpml.replicates import Replicates
@@ -351,7 +351,7 @@ def test_a_regression_judged_against_the_compute_pace_is_parted_by_its_paced_val
         tuple(m.value for m in here), None, tuple(m.paced for m in here))},
         verdicts={"time": regressed})
     rules = Rules(one_occasion=True)
-    assert _parted_like_modes(record, {"time": Stored.measured_now(ref)}, rules)
+    assert parted_like_modes(record, {"time": Stored.measured_now(ref)}, rules)
     # As measured, judged as measured: their spread is no modes.
     record.verdicts = {"time": Verdict("regressed", unit="s", change=0.026, processes=3)}
-    assert not _parted_like_modes(record, {"time": Stored.measured_now(ref)}, rules)
+    assert not parted_like_modes(record, {"time": Stored.measured_now(ref)}, rules)
