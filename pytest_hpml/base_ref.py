@@ -196,8 +196,8 @@ class RefRun:
                              (lambda r: True) if self.all
                              else ref_rounds.unsettled_the_worse_way,
                              measure_pair, self.processes - 1, self.budget)
-        # _regressed first: the evidence of a row is built only for a regression (a sweep's
-        # 10 000 rows would each build theirs).
+        # ref_rounds.regressed first: the evidence of a row is built only for a regression (a
+        # sweep's 10 000 rows would each build theirs).
         escalated = {id(r) for r in records if ref_rounds.regressed(r) and (
             ref_rounds.marginal(r)
             or ref_rounds.parted_like_modes(r, source.stored(r.id), rules))
@@ -228,7 +228,7 @@ class RefRun:
                 done < self.processes - 1 and any(
                     settling.unsettled(r, worse_only=not self.all) for r in records)
                 or done < 2 * (self.processes - 1) and any(map(escalating, records))):
-            behind = f" ({2 * self.processes - 1} behind a regression parted like modes)" \
+            behind = f" ({2 * self.processes - 1} behind a regression measured again)" \
                 if escalated else ""
             records[0].warnings.append(f"{done + 1} of {self.processes} processes on each "
                                        f"side{behind}: the --hpml-compare-ref-budget is spent")
@@ -281,8 +281,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_option(parser, "--hpml-compare-ref-processes", pin=True, rerun=False,
                type=positive(int), default=DEFAULT_PROCESSES, metavar="N",
                help="with --hpml-compare-ref: processes on each side behind the verdict of a "
-                    f"suspected test ({DEFAULT_PROCESSES}); a regression whose processes part "
-                    "like speed modes is measured in N-1 more on each side before it fails")
+                    f"suspected test ({DEFAULT_PROCESSES}); a regression within 1.5 times its "
+                    "detectable change, or whose processes part like speed modes, is measured "
+                    "in N-1 more on each side before it fails")
     add_option(parser, "--hpml-compare-ref-budget", pin=True, rerun=False,
                type=non_negative(float), default=0.0, metavar="SECONDS",
                help="with --hpml-compare-ref: seconds the run may spend in processes at REF "

@@ -229,9 +229,9 @@ class Save:
                 v.outcome in history.LEVEL_CHANGES for v in r.verdicts.values()))
             self.run.say_once(
                 f"--hpml-save-baseline: {len(asked)} row(s) whose move would have started a "
-                f"new level on fewer processes than a save measures were measured again in fresh "
-                f"processes (up to "
-                f"--hpml-baseline-processes={self.processes}): {started} moved in them too, "
+                "new level on fewer processes than a save measures were measured again in fresh "
+                f"processes (up to --hpml-baseline-processes={self.processes}): {started} moved "
+                "in them too, "
                 f"{len(asked) - started} did not (an outlier of one process: no new level)")
 
     def write(self) -> list[Path]:
