@@ -1,13 +1,15 @@
 """A large family's ordinary rows are judged as arrays (compare/arrays.py), and every verdict is
 the one the row-by-row judgement gives, at either least gap between modes: on random sweeps
-(histories of 1-6 saves, 1-3 processes now, two speeds of the machine, preempted calls,
-slowdowns and speed-ups, both directions and none, units that drift and units that do not, a
-row's own tolerance, samples, accepted levels, and rows of other kinds that the arrays leave
-out: a yardstick, a value that is no number, a unit saved in ms) the outcome, the basis, the
-blind spot and the figures agree, with and without fresh processes to confirm."""
+(histories of 1-6 saves made hours or minutes apart, 1-3 processes now, two speeds of the
+machine, preempted calls, slowdowns and speed-ups, both directions and none, units that drift
+and units that do not, a row's own tolerance, samples, accepted levels, and rows of other kinds
+that the arrays leave out: a yardstick, a value that is no number, a unit saved in ms) the
+outcome, the basis, the blind spot and the figures agree, with and without fresh processes to
+confirm."""
 
 from __future__ import annotations
 
+import datetime
 import math
 import random
 import statistics
@@ -16,7 +18,7 @@ import sys
 import pytest
 from hpml_testing import arrays_from, random_sweep_row
 
-from pytest_hpml.compare import array_verdicts, arrays, engine, level_screen
+from pytest_hpml.compare import array_verdicts, arrays, engine, level_screen, provenance
 from pytest_hpml.compare.families import Family
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import Rules
@@ -45,6 +47,7 @@ def _row(rng: random.Random, i: int, better: str | None, unit: str
         if rng.random() < 0.1 else None
     base = Stored("time", history[-1] * factor, stored_unit, better,
                   history=[v * factor for v in history], history_saves=saves,
+                  history_save_ids=_save_ids(len(saves), rng.choice(list(SAVED_EVERY))),
                   notch=rng.choice([None, 0.01, 0.05]), accepted=accepted,
                   relative_history=[v / rng.uniform(0.9, 1.1) for v in history]
                   if relative else None)
@@ -54,6 +57,23 @@ def _row(rng: random.Random, i: int, better: str | None, unit: str
     record = Record(f"t[size={i}]", "sweep", test="t", metrics=[metric])
     record.replicates["time"] = Replicates(tuple(now), relative)
     return record, {"time": base}
+
+
+#: Seconds between a row's saves: hours apart (each its own occasion), minutes apart (one
+#: occasion), both in turns, or unknown (saves before ids).
+SAVED_EVERY = {"hours": (7200,), "minutes": (300,), "turns": (300, 7200), "unknown": ()}
+
+
+def _save_ids(saves: int, every: str) -> list[str | None] | None:
+    gaps = SAVED_EVERY[every]
+    if not gaps:
+        return None
+    at = datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc)
+    ids: list[str | None] = []
+    for i in range(saves):
+        ids.append(provenance.new_save_id(at.isoformat(), ids))
+        at += datetime.timedelta(seconds=gaps[i % len(gaps)])
+    return ids
 
 
 def _copies(rows: list[tuple[Record, dict[str, Stored]]]) -> list[Record]:
@@ -218,7 +238,10 @@ def test_whether_fresh_processes_could_catch_a_change_is_asked_of_all_rows_as_on
         # A drift learned over 2 degrees of freedom: one more process may catch what three
         # would not (noise.Noise.processes_for), so each count is asked.
         2, rng.randint(1, 4), 1, rng.randint(1, 6),
-        np.where(moved, rng.randint(100, 500), 0), moved)
+        np.where(moved, rng.randint(100, 500), 0), moved,
+        # Some rows' drift is what their 5 saves of one occasion showed (over 4 degrees of
+        # freedom, not the shape's 2).
+        5, np.array([rng.random() < 0.3 for _ in range(n)]))
     change = np.array([rng.uniform(-0.5, 3.0) for _ in range(n)])
     tol = np.array([rng.choice([0.0, 0.05, 0.1]) for _ in range(n)])
     for extra in (1, 2, 3):

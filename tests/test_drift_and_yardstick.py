@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hpml_testing import FAST, HERE, Measured, compare_metric
 
-from pytest_hpml.compare import baselines, noise
+from pytest_hpml.compare import baselines, noise, tracking
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.results import Record
 
@@ -94,9 +94,9 @@ def test_the_yardstick_needs_enough_runs_to_show_that_it_tracks() -> None:
     base = _with_yardstick(1.0, 2.0, history=[(1.0, 2.0), (1.2, 2.4)])
     verdict = compare_metric(_with_yardstick(1.3, 2.6), base)
     assert not verdict.relative and "runs timed the yardstick, 6 are needed" in verdict.basis
-    assert noise.yardstick_tracks([1.0, 1.2, 0.9, 1.1, 1.3, 0.8],
+    assert tracking.yardstick_tracks([1.0, 1.2, 0.9, 1.1, 1.3, 0.8],
                                   [0.5, 0.5, 0.5, 0.51, 0.5, 0.49])[0]
-    assert not noise.yardstick_tracks([1.0, 1.2, 0.9, 1.1, 1.3, 0.8],
+    assert not tracking.yardstick_tracks([1.0, 1.2, 0.9, 1.1, 1.3, 0.8],
                                       [0.5, 0.6, 0.45, 0.55, 0.65, 0.4])[0]
 
 

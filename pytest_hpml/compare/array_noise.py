@@ -13,6 +13,7 @@ from pytest_hpml.compare.families import Family
 from pytest_hpml.compare.noise import (
     DRIFT_MIN_SAVES,
     SPEED_UNITS,
+    by_occasion,
     drift_variance,
     drift_weight,
     occasions,
@@ -24,14 +25,30 @@ from pytest_hpml.measure.stats import median_uncertainty
 from pytest_hpml.results import Metric
 
 #: A row's Noise as its fields (Noise(*parts)): between, dof, within, drift, drift_dof, saves,
-#: runs_now, runs_before, pooled_rows, pooled_drift.
-NoiseParts = tuple[float | None, int, float, float, int | None, int, int, int, int, bool]
+#: runs_now, runs_before, pooled_rows, pooled_drift, saves_made, hour_drift.
+NoiseParts = tuple[float | None, int, float, float, int | None, int, int, int, int, bool, int,
+                   bool]
 
 
-def occasions_of(logs: Any, saves: list[int] | None) -> list[Any]:
-    """The columns of `logs` (rows by stored runs) that each save added (noise.occasions)."""
-    found = [g for g in occasions(list(range(logs.shape[1])), saves) if g]
-    return [logs[:, g[0]:g[-1] + 1] for g in found]
+def occasions_of(logs: Any, saves: list[int] | None, together: list[int] | None = None
+                 ) -> list[Any]:
+    """The columns of `logs` (rows by stored runs) that each save added (noise.occasions), or
+    with `together`, each occasion (noise.by_occasion)."""
+    found = occasions(list(range(logs.shape[1])), saves)
+    if together:
+        found = by_occasion(found, together)
+    return [logs[:, g[0]:g[-1] + 1] for g in found if g]
+
+
+def learned_drift(np: Any, groups: list[Any], between: Any | None) -> Any:
+    """noise.learned_drift of each row: the drift its occasions' means (`groups`, arrays of
+    rows by values) show beyond what the spread between processes explains."""
+    means = np.stack([g.mean(axis=1) for g in groups], axis=1)
+    spread = means - means.mean(axis=1, keepdims=True)
+    variance = (spread * spread).sum(axis=1) / (len(groups) - 1)
+    explained = (0.0 if between is None else between * between) * \
+        sum(1 / g.shape[1] for g in groups) / len(groups)
+    return np.sqrt(np.maximum(0.0, variance - explained))
 
 
 def squares_within(np: Any, groups: list[Any], now_logs: Any) -> tuple[Any, int]:
@@ -55,19 +72,23 @@ class Noises:
 
     def __init__(self, between: Any | None, dof: Any, within: Any, drift: Any,
                  drift_dof: int | None, occasions: int, runs_now: int, runs_before: int,
-                 pooled_rows: Any, moved: Any) -> None:
+                 pooled_rows: Any, moved: Any, saves_made: int, hour: Any) -> None:
         self.between, self.dof, self.within, self.drift = between, dof, within, drift
         # The drift's degrees of freedom: the shape's (None: assumed), a moved row's its
-        # family's (pooled_rows - 1).
+        # family's (pooled_rows - 1), an `hour` row's its saves' (saves_made - 1: the drift
+        # its saves of one occasion showed, above the one assumed).
         self.drift_dof, self.moved, self.pooled_rows = drift_dof, moved, pooled_rows
         self.occasions, self.runs_now, self.runs_before = occasions, runs_now, runs_before
+        self.saves_made = saves_made
+        self.hour = hour
 
     def parts(self, i: int) -> NoiseParts:
-        moved, rows = bool(self.moved[i]), int(self.pooled_rows[i])
+        moved, rows, hour = bool(self.moved[i]), int(self.pooled_rows[i]), bool(self.hour[i])
         return (None if self.between is None else float(self.between[i]), int(self.dof[i]),
                 float(self.within[i]), float(self.drift[i]),
-                rows - 1 if moved else self.drift_dof, self.occasions, self.runs_now,
-                self.runs_before, rows, moved)
+                rows - 1 if moved else self.saves_made - 1 if hour else self.drift_dof,
+                self.occasions, self.runs_now, self.runs_before, rows, moved, self.saves_made,
+                hour and not moved)
 
     def detectable(self, np: Any, alpha: float, runs_now: int | None = None,
                    extra_dof: int = 0) -> Any:
@@ -86,7 +107,8 @@ class Noises:
             process_var = self.between ** 2 * (1 / now + 1 / self.runs_before)
             # The drift's share where it was learned (its degrees of freedom), none where
             # assumed: threshold_of's.
-            drift_dof = np.where(self.moved, self.pooled_rows - 1, self.drift_dof or 0)
+            drift_dof = np.where(self.moved, self.pooled_rows - 1,
+                                 np.where(self.hour, self.saves_made - 1, self.drift_dof or 0))
             learned = drift_dof > 0
             spread = process_var ** 2 / (self.dof + extra_dof) + np.where(
                 learned, drift_var ** 2 / np.where(learned, drift_dof, 1), 0.0)
@@ -104,7 +126,7 @@ class Noises:
         return Noises(None if self.between is None else self.between[rows], self.dof[rows],
                       self.within[rows], self.drift[rows], self.drift_dof, self.occasions,
                       self.runs_now, self.runs_before, self.pooled_rows[rows],
-                      self.moved[rows])
+                      self.moved[rows], self.saves_made, self.hour[rows])
 
     def could_catch(self, np: Any, change: Any, tol: Any, alpha: float, extra: int) -> Any:
         """detectable._confirmation_could_catch of each row (`change`, `tol`: the rows'),
@@ -130,31 +152,34 @@ def beyond(np: Any, change: Any, mdc: Any) -> Any:
         return (change <= -1) | (np.abs(np.log1p(change)) > np.log1p(mdc))
 
 
-def noise_of(np: Any, logs: Any, saves: list[int] | None, now_logs: Any,
-             rows: list[tuple[Any, Metric, Stored]], rules: Rules, family: Family) -> Noises:
+def noise_of(np: Any, logs: Any, saves: tuple[list[int] | None, list[int] | None],
+             now_logs: Any, rows: list[tuple[Any, Metric, Stored]], rules: Rules,
+             family: Family) -> Noises:
     """Each row's noise (Noises) for rows of one shape: `logs` of their stored runs (rows by
-    runs, grouped by `saves`), `now_logs` of their processes now."""
+    runs, grouped by `saves`: the values each save added, and the saves each occasion holds),
+    `now_logs` of their processes now."""
     n, h = logs.shape
     k = now_logs.shape[1]
-    stored = occasions_of(logs, saves)
+    stored = occasions_of(logs, saves[0])
     squares, dof = squares_within(np, stored, now_logs)
     between = np.sqrt(squares / dof) if dof else None
-    drift_dof = None
-    if len(stored) >= DRIFT_MIN_SAVES:
-        means = np.stack([g.mean(axis=1) for g in stored], axis=1)
-        spread = means - means.mean(axis=1, keepdims=True)
-        variance = (spread * spread).sum(axis=1) / (len(stored) - 1)
-        explained = (0.0 if between is None else between * between) * \
-            sum(1 / g.shape[1] for g in stored) / len(stored)
-        drift = np.sqrt(np.maximum(0.0, variance - explained))
-        drift_dof = len(stored) - 1
+    apart = occasions_of(logs, *saves) if saves[1] else stored
+    drift_dof, hour = None, np.zeros(n, dtype=bool)
+    if len(apart) >= DRIFT_MIN_SAVES:
+        drift, drift_dof = learned_drift(np, apart, between), len(apart) - 1
     else:
         assumed = rules.drift
         drift = np.array([math.log1p(assumed) if assumed > 0 and r[1].unit in SPEED_UNITS
                           else 0.0 for r in rows])
+        if len(stored) >= DRIFT_MIN_SAVES:
+            # noise.estimate's: saves of one hour that moved apart more than the assumed
+            # drift show at least that much of it.
+            shown = learned_drift(np, stored, between)
+            hour = shown > drift
+            drift = np.where(hour, shown, drift)
     within = np.array([math.hypot(median_uncertainty(m.samples or []), old.within)
                        for _, m, old in rows], dtype=float)
-    occasions_, runs_now, runs_before = max(len(stored), 1), max(k, 1), max(h, 1)
+    occasions_, runs_now, runs_before = max(len(apart), 1), max(k, 1), max(h, 1)
     # Family.floor, on all the rows at once: the spread between processes raised to the
     # family's (with its degrees of freedom), and the drift to what the rows' changes show
     # beyond that spread (learned over the family's rows).
@@ -174,4 +199,5 @@ def noise_of(np: Any, logs: Any, saves: list[int] | None, now_logs: Any,
         drifts = shown > drift
         drift = np.where(drifts, shown, drift)
     return Noises(between, dofs, within, drift, drift_dof, occasions_, runs_now, runs_before,
-                   np.where(raised | drifts, family.rows, 0), drifts)
+                   np.where(raised | drifts, family.rows, 0), drifts,
+                   len(stored) if len(apart) < len(stored) else 0, hour)

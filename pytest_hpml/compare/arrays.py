@@ -85,14 +85,18 @@ def _runs(old: Stored) -> list[float]:
     return old.history or [old.value]
 
 
-#: Rows of one shape have as many stored runs, grouped by the same saves, and as many
-#: processes now: their values make one array each.
-Shape = tuple[int, tuple[int, ...] | None, int]
+#: Rows of one shape have as many stored runs, grouped by the same saves (and the saves by the
+#: same occasions), and as many processes now: their values make one array each.
+Shape = tuple[int, tuple[int, ...] | None, tuple[int, ...] | None, int]
+#: The saves of a shape's stored runs (values each added), and how many consecutive saves each
+#: occasion holds (Stored.saves_together; None: one each).
+Saves = tuple[list[int] | None, list[int] | None]
 
 
 def _shape(now: Replicates, old: Stored) -> Shape:
     saves = tuple(old.history_saves) if old.history and old.history_saves else None
-    return len(_runs(old)), saves, len(now.values)
+    together = old.saves_together
+    return len(_runs(old)), saves, tuple(together) if together else None, len(now.values)
 
 
 def _measured_only(now: Replicates, old: Stored) -> bool:
@@ -141,8 +145,10 @@ def judged(rows: Sequence[Valued], family: Family, rules: Rules, can_confirm: in
         return found
     asked = Asked(family, rules, family.alpha(rules.alpha), 0 if levels_only else can_confirm,
                    advice or Advice(), levels_only)
-    for (h, saves, k), members in shapes.items():
-        found.update(_judge_shape(np, members, h, list(saves) if saves else None, k, asked))
+    for (h, saves, together, k), members in shapes.items():
+        found.update(_judge_shape(np, members, h, (list(saves) if saves else None,
+                                                   list(together) if together else None),
+                                  k, asked))
     return found
 
 
@@ -164,7 +170,7 @@ def shares(members: Sequence[Member]) -> dict[tuple[str, str], RowShare]:
         if now.values and _measured_only(now, old):
             shapes.setdefault(_shape(now, old), []).append(member)
     found: dict[tuple[str, str], RowShare] = {}
-    for (h, saves, k), rows in shapes.items():
+    for (h, saves, _, k), rows in shapes.items():
         history = np.array([_runs(old) for *_, old in rows], dtype=float).reshape(-1, h)
         now = np.array([now.values for _, _, now, _ in rows], dtype=float).reshape(-1, k)
         positive = _positive(np, history) & _positive(np, now)
@@ -181,7 +187,7 @@ def shares(members: Sequence[Member]) -> dict[tuple[str, str], RowShare]:
 
 
 def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
-                 saves: list[int] | None, k: int, asked: Asked
+                 saves: Saves, k: int, asked: Asked
                  ) -> dict[tuple[str, str], Verdict]:
     history = np.array([_runs(row[2]) for row, _ in members], dtype=float).reshape(-1, h)
     now = np.array([values.values for _, values in members], dtype=float).reshape(-1, k)
@@ -204,7 +210,7 @@ def _changes(np: Any, before: Any, after: Any) -> Any:
 
 
 def _judge_modal(np: Any, members: list[tuple[Row, Replicates]], found: array_modes.Modes,
-                 values: tuple[Any, Any], saves: list[int] | None, k: int, asked: Asked
+                 values: tuple[Any, Any], saves: Saves, k: int, asked: Asked
                  ) -> dict[tuple[str, str], Verdict]:
     """verdicts._judge_modes of the rows whose stored runs hold several modes (`found`: the
     modes of the rows of `members` that hold some, whose `values` are their stored runs and
@@ -228,7 +234,7 @@ def _judge_modal(np: Any, members: list[tuple[Row, Replicates]], found: array_mo
 
 
 def _weighed(np: Any, members: list[tuple[Row, Replicates]], values: tuple[Any, Any],
-             levels: tuple[Any, Any, Any], saves: list[int] | None, k: int, asked: Asked,
+             levels: tuple[Any, Any, Any], saves: Saves, k: int, asked: Asked,
              family: Family, notes: list[Callable[[], str]] | None = None
              ) -> dict[tuple[str, str], Verdict]:
     """The verdicts of rows of one shape whose `values` (stored runs, processes now) are

@@ -6,7 +6,7 @@ compare stage, used by verdicts.py.
 
 A yardstick tracks a metric where dividing by it narrows the spread: between processes run
 together (each save's, this run's), where the code is the same and a change of it cannot blur
-the picture, else over all the runs that timed it (noise.yardstick_tracks).
+the picture, else over all the runs that timed it (tracking.yardstick_tracks).
 """
 
 from __future__ import annotations
@@ -15,14 +15,13 @@ import math
 from dataclasses import dataclass
 
 from pytest_hpml.compare import modes
-from pytest_hpml.compare.noise import (
+from pytest_hpml.compare.noise import Noise, occasions
+from pytest_hpml.compare.stored import Stored
+from pytest_hpml.compare.tracking import (
     MIN_TRACKING_RUNS,
-    Noise,
-    occasions,
     yardstick_tracks,
     yardstick_tracks_together,
 )
-from pytest_hpml.compare.stored import Stored
 from pytest_hpml.replicates import Replicates
 
 #: The labels of the series relative to the yardstick and to the compute pace.
@@ -38,6 +37,8 @@ class Evidence:
     history: list[float]  # the baseline's runs
     saves: list[int] | None  # values each save added to the history, oldest first
     now: list[float]  # this run's processes, the test's own first
+    # How many consecutive saves each occasion holds (Stored.saves_together; None: one each).
+    saves_together: list[int] | None = None
     change: float = 0.0
     mdc: float = math.inf
     noise: Noise | None = None
@@ -50,12 +51,15 @@ def series(now: Replicates, base: Stored) -> list[Evidence]:
     """The values as measured, and, when both sides timed the machine's yardstick, the values
     relative to it (their history is the tail of the one as measured, save for save)."""
     saves = base.history_saves if base.history else None
-    found = [Evidence("", base.runs, saves, list(now.values))]
+    together = base.saves_together
+    found = [Evidence("", base.runs, saves, list(now.values), together)]
     base_relative = base.relative_history or ([base.relative] if base.relative else None)
     if now.relative is not None and base_relative:
-        found.append(Evidence(RELATIVE, list(base_relative), saves, list(now.relative)))
+        found.append(Evidence(RELATIVE, list(base_relative), saves, list(now.relative),
+                              together))
     if now.paced is not None and base.paced_history:
-        found.append(Evidence(PACED, list(base.paced_history), saves, list(now.paced)))
+        found.append(Evidence(PACED, list(base.paced_history), saves, list(now.paced),
+                              together))
     return found
 
 

@@ -7,11 +7,15 @@ Two kinds of spread, with different cures:
   confirmations now): allocator state, thread placement; more processes average it out;
 - between occasions (the day's drift: the machine's speed an hour later, with other
   neighbours): processes measured together share it, so no number of them averages it out.
-  Each save is one occasion. A metric's drift is learned from its stored history once it holds
-  DRIFT_MIN_SAVES saves (the spread of their means, less what the spread between processes
-  explains); until then a time or a rate is assumed to drift by --hpml-drift (5 %), and the
-  verdict says so. A baseline saved within one minute cannot know the day's drift: the
-  assumption makes its first comparisons cautious instead of alarming.
+  Each save is one occasion, but saves made within the hour are one occasion together
+  (provenance.occasions_in_time): they share the machine's speed of that hour. A metric's drift
+  is learned from its stored history once it holds DRIFT_MIN_SAVES occasions (the spread of
+  their means, less what the spread between processes explains); until then a time or a rate
+  is assumed to drift by --hpml-drift (5 %), or by what its saves of one hour show where that
+  is more, and the verdict says so. A baseline saved within one minute cannot know the day's
+  drift, nor can five saves made minutes apart (they "learned" 0-2 %, and the compare an hour
+  later read the same code 10-20 % slower): the assumption makes their first comparisons
+  cautious instead of alarming.
 
 Values are compared in logs (a speed-up and a slow-down of the same factor weigh the same).
 """
@@ -29,7 +33,8 @@ from pytest_hpml.report.units import DETECTABLE_SHOWN_UP_TO
 
 #: Assumed drift of a time or a rate between occasions until the history has seen it.
 DEFAULT_DRIFT = 0.05
-#: Saves (occasions) in a metric's history before its drift is learned from them.
+#: Occasions (saves, those of one hour taken as one) in a metric's history before its drift is
+#: learned from them.
 DRIFT_MIN_SAVES = 3
 #: Units whose values move with the machine's speed: only these are assumed to drift.
 SPEED_UNITS = ("s", "B/s", "FLOP/s", "OP/s", "1/s")
@@ -43,6 +48,22 @@ def pct(x: float) -> str:
 
 def logs(values: list[float]) -> list[float]:
     return [math.log(v) for v in values if v > 0]
+
+
+def by_occasion(groups: list[list[float]], together: list[int] | None) -> list[list[float]]:
+    """`groups` (each save's values, oldest first, as occasions() splits them) joined into the
+    occasions they were saved on: `together` (oldest first) says how many consecutive saves
+    each holds, counted from the newest back; groups older than it stay apart."""
+    if not together:
+        return groups
+    joined, end = [], len(groups)
+    for count in reversed(together):
+        if end <= 0:
+            break
+        start = max(0, end - count)
+        joined.append([v for g in groups[start:end] for v in g])
+        end = start
+    return [*groups[:end], *joined[::-1]]
 
 
 def occasions(values: list[float], saves: list[int] | None) -> list[list[float]]:
@@ -77,6 +98,9 @@ class Noise:
     runs_before: int = 1
     pooled_rows: int = 0  # floored by what this many rows of the test show (families.py)
     pooled_drift: bool = False  # the drift is the family's (its rows' changes)
+    saves_made: int = 0  # the saves behind `saves` occasions, where some shared one (else 0)
+    # The drift is what saves of one occasion showed, above the one assumed (drift_dof: theirs).
+    hour_drift: bool = False
 
     @property
     def drift_weight(self) -> float:
@@ -178,14 +202,25 @@ class Noise:
         if self.pooled_drift:
             parts.append(f"drift between occasions {pct(self.drift)}, as far as the test's "
                          f"{self.pooled_rows} rows moved apart between them")
+        elif self.hour_drift:
+            parts.append(f"drift between occasions {pct(self.drift)}, as far as its "
+                         f"{self.saves_made} saves of {self._occasions_held()} moved apart "
+                         f"(learned once the baseline holds saves of {DRIFT_MIN_SAVES} "
+                         "occasions, those of one hour counted once)")
         elif self.drift_dof:
-            parts.append(f"drift between occasions {pct(self.drift)}, learned from "
-                         f"{self.saves} saves")
+            held = f"{self.saves} saves" if not self.saves_made else \
+                f"{self.saves} occasions ({self.saves_made} saves, those of one hour counted once)"
+            parts.append(f"drift between occasions {pct(self.drift)}, learned from {held}")
         elif self.drift:
+            held = f"{DRIFT_MIN_SAVES} saves, it has {self.saves}" if not self.saves_made else \
+                (f"saves of {DRIFT_MIN_SAVES} occasions, those of one hour counted once; it "
+                 f"has {self.saves_made} saves of {self._occasions_held()}")
             parts.append(f"drift between occasions {pct(self.drift)} assumed (--hpml-drift; "
-                         f"learned once the baseline holds {DRIFT_MIN_SAVES} saves, it has "
-                         f"{self.saves})")
+                         f"learned once the baseline holds {held})")
         return ", ".join(parts)
+
+    def _occasions_held(self) -> str:
+        return "one occasion" if self.saves == 1 else f"{self.saves} occasions"
 
 
 def drift_weight(saves: int) -> float:
@@ -239,88 +274,47 @@ def _t_quantile(p: float, dof: float) -> float:
 
 
 def estimate(history: list[float], saves: list[int] | None, now: list[float], within: float,
-             drift: float) -> Noise:
+             drift: float, together: list[int] | None = None) -> Noise:
     """The noise of a series: `history` (stored values, oldest first, grouped by `saves`),
     `now` (this run's processes, one occasion), the combined notch of the two medians, and
-    the drift assumed until the history has DRIFT_MIN_SAVES saves (0: none)."""
-    stored = [g for g in (logs(g) for g in occasions(history, saves)) if g]
+    the drift assumed until the history has DRIFT_MIN_SAVES occasions (0: none); `together`:
+    how many consecutive saves each occasion holds (Stored.saves_together; None: one each).
+    The spread between processes is each save's; the drift, the occasions'."""
+    groups = occasions(history, saves)
+    stored = [g for g in (logs(g) for g in groups) if g]
     current = logs(now)
     squares, dof = squares_within((*stored, current))
     between = math.sqrt(squares / dof) if dof else None
-    drift_dof = None
-    if len(stored) >= DRIFT_MIN_SAVES:
-        # In floats, a sum per save (statistics.fmean's generic path was a twentieth of the
-        # judging of a 10 000-row sweep).
-        means = [math.fsum(g) / len(g) for g in stored]
-        # The saves' means spread by the drift and by their processes' own spread.
-        explained = (between or 0.0) ** 2 * sum([1 / len(g) for g in stored]) / len(stored)
-        # In floats: statistics.variance sums exact fractions (most of a 10k-row save's
-        # judging time went there).
-        learned = math.sqrt(max(0.0, float_stdev(means) ** 2 - explained))
-        drift, drift_dof = learned, len(stored) - 1
+    apart = [g for g in (logs(g) for g in by_occasion(groups, together)) if g] \
+        if together else stored
+    drift_dof, hour_drift = None, False
+    if len(apart) >= DRIFT_MIN_SAVES:
+        drift, drift_dof = learned_drift(apart, between), len(apart) - 1
     else:
         drift = math.log1p(drift) if drift > 0 else 0.0
-    return Noise(between, dof, within, drift, drift_dof, max(len(stored), 1),
-                 max(len(current), 1), max(sum(len(g) for g in stored), 1))
+        if len(stored) >= DRIFT_MIN_SAVES:
+            # Saves of one hour that moved apart more than the assumed drift show at least
+            # that much of it (the drift of a day is not less than an hour's).
+            shown = learned_drift(stored, between)
+            if shown > drift:
+                drift, drift_dof, hour_drift = shown, len(stored) - 1, True
+    return Noise(between, dof, within, drift, drift_dof, max(len(apart), 1),
+                 max(len(current), 1), max(sum(len(g) for g in stored), 1),
+                 saves_made=len(stored) if len(apart) < len(stored) else 0,
+                 hour_drift=hour_drift)
 
 
-#: Runs (stored and current, each as measured and relative) before the yardstick may be used.
-MIN_TRACKING_RUNS = 6
-#: The relative values must spread at most this share of the values as measured.
-TRACKING_RATIO = 0.7
-
-
-def yardstick_tracks(measured: list[float], relative: list[float],
-                     name: str = "the yardstick") -> tuple[bool, str]:
-    """Whether the yardstick tracks a metric, from pairs of its runs (each run's value as
-    measured and relative to that run's yardstick, oldest first): only where dividing by the
-    yardstick clearly narrows the spread over enough runs did the machine's drift move the
-    metric with the yardstick. Where it does not (a compute-bound call, a sleep, a yardstick
-    disturbed on its own), judging relative to it would add the yardstick's moves to the
-    metric's: the -41.5 % "improvement" of a 12 % slower sort. Returns the decision in words."""
-    pairs = [(a, b) for a, b in zip(measured, relative, strict=False) if a > 0 and b > 0]
-    if len(pairs) < MIN_TRACKING_RUNS:
-        return False, (f"{len(pairs)} runs timed {name}, {MIN_TRACKING_RUNS} are needed "
-                       "to see whether it tracks this metric")
-    raw = float_stdev([math.log(a) for a, _ in pairs])
-    rel = float_stdev([math.log(b) for _, b in pairs])
-    said = (f"spread {pct(rel)} relative to it against {pct(raw)} as measured over "
-            f"{len(pairs)} runs")
-    if raw > 0 and rel <= TRACKING_RATIO * raw:
-        return True, f"{name} tracks this metric ({said})"
-    return False, f"{name} does not track this metric ({said})"
-
-
-#: Degrees of freedom between processes of one occasion before they may show it, ...
-MIN_TRACKING_DOF = 3
-#: ... and the spread between them as measured must be at least this (in logs): processes
-#: that all ran at one speed show nothing of what the yardstick explains.
-MIN_OCCASION_SPREAD = 0.05
-
-
-def yardstick_tracks_together(measured: list[list[float]], relative: list[list[float]],
-                              name: str = "the yardstick", ratio: float = TRACKING_RATIO,
-                              min_dof: int = MIN_TRACKING_DOF) -> tuple[bool, str] | None:
-    """Whether the yardstick tracks a metric, from processes measured together (each save's,
-    and this run's; each group's values as measured and relative to their yardstick): within
-    an occasion the code is the same, so a change of the code cannot pass for the yardstick's
-    spread, nor hide it. Over all runs it does: a real 50 % slowdown of a call that the pace
-    tracks within 3 % widened the paced values (21.5 %) as much as those as measured (22.8 %).
-    None where the occasions show too little to tell (fewer than `min_dof` degrees of
-    freedom, or a spread as measured under MIN_OCCASION_SPREAD); tracks where the relative
-    spread is at most `ratio` of it."""
-    raw_squares, dof = squares_within([logs(g) for g in measured])
-    rel_squares, rel_dof = squares_within([logs(g) for g in relative])
-    if dof < min_dof or rel_dof != dof:
-        return None
-    raw, rel = math.sqrt(raw_squares / dof), math.sqrt(rel_squares / dof)
-    if raw < MIN_OCCASION_SPREAD:
-        return None
-    said = (f"spread {pct(rel)} relative to it against {pct(raw)} as measured between "
-            f"processes run together, {dof} degrees of freedom")
-    if rel <= ratio * raw:
-        return True, f"{name} tracks this metric ({said})"
-    return False, f"{name} does not track this metric ({said})"
+def learned_drift(groups: list[list[float]], between: float | None) -> float:
+    """The drift (in logs) that the means of `groups` (each an occasion's logs) show beyond
+    what the spread between processes explains."""
+    # In floats, a sum per group (statistics.fmean's generic path was a twentieth of the
+    # judging of a 10 000-row sweep).
+    means = [math.fsum(g) / len(g) for g in groups]
+    # The occasions' means spread by the drift and by their processes' own spread.
+    explained = (between or 0.0) ** 2 * sum([1 / len(g) for g in groups]) / len(groups)
+    # In floats: statistics.variance sums exact fractions (most of a 10k-row save's judging
+    # time went there).
+    return math.sqrt(max(0.0, float_stdev(means) ** 2 - explained))
 
 
 def blind_spot(n: Noise, mdc: float, limit: float, alpha: float,

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pytest_hpml.compare.provenance import occasions_in_time
 from pytest_hpml.measure.stats import deciles, median_uncertainty
 from pytest_hpml.results import Accepted, Better, Metric, Replicates, check_measurement
 
@@ -92,6 +93,15 @@ class Stored:
     def runs(self) -> list[float]:
         """The stored runs' values (the latest value alone where no history was kept)."""
         return list(self.history) if self.history else [self.value]
+
+    @property
+    def saves_together(self) -> list[int] | None:
+        """How many consecutive saves of history_saves each occasion holds, oldest first
+        (saves made within the hour are one occasion: provenance.occasions_in_time); None
+        where each save is an occasion of its own, or their times are unknown."""
+        if not self.history or not self.history_saves:
+            return None
+        return occasions_in_time(self.history_save_ids)
 
     @property
     def reference(self) -> float:

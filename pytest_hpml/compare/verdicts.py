@@ -136,7 +136,7 @@ def _weigh(e: Evidence, current: Metric, base: Stored, tol: float, rules: Rules,
         e.change = relative_change(statistics.median(e.history), statistics.median(now))
         within = math.hypot(median_uncertainty(current.samples or []), base.within)
         drift = rules.drift if current.unit in SPEED_UNITS else 0.0
-        e.noise = estimate(e.history, e.saves, e.now, within, drift)
+        e.noise = estimate(e.history, e.saves, e.now, within, drift, e.saves_together)
         if family is not None:
             e.noise = family.floor(e.noise, e.label)
         e.mdc = e.noise.mdc(tol, rules.alpha)
@@ -327,8 +327,8 @@ def _judge_modes(found: modes.Modal, current: Metric, now: Replicates, base: Sto
     mode nearest to it, stored runs and this run's processes alike, and judged as measured
     (the yardstick's view of a mode switch would be noise)."""
     saves = base.history_saves if base.history else None
-    e = _weigh(Evidence("", found.normalized(base.runs), saves, found.normalized(now.values)),
-               current, base, tol, rules)
+    e = _weigh(Evidence("", found.normalized(base.runs), saves, found.normalized(now.values),
+                        base.saves_together), current, base, tol, rules)
     if e.noise is None:
         return Verdict("ambiguous", baseline=base.reference, current=now.value,
                        basis="the baseline holds no number to compare with")

@@ -40,7 +40,7 @@ RATIO = 4.0
 #: Fewest yardstick runs a timing needs for a median to normalize by.
 MIN_RUNS = 3
 #: The samples move with the compute pace where pacing them narrows their spread to at most
-#: this share of the spread as measured (noise.TRACKING_RATIO's rule, within one run) ...
+#: this share of the spread as measured (tracking.TRACKING_RATIO, within one run) ...
 PACE_TRACKING_RATIO = 0.7
 #: ... and the spread as measured is at least this (in logs): a run at one pace shows nothing.
 PACE_MIN_SPREAD = 0.05

@@ -15,7 +15,7 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
-from pytest_hpml.compare import engine, noise, verdicts
+from pytest_hpml.compare import engine, noise, provenance, verdicts
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import Rules
 from pytest_hpml.report.dashboard.series import Series
@@ -38,14 +38,16 @@ def judge_saves(rows: list[tuple[Record, dict[str, Stored]]], rules: Rules) -> N
     engine.judge_rows([record for record, _ in rows], evidence.__getitem__, rules)
 
 
-def noise_of(values: list[float], counts: list[int], metric: Stored, rules: Rules
-             ) -> noise.Noise:
+def noise_of(values: list[float], counts: list[int], metric: Stored, rules: Rules,
+             ids: list[str | None] | None = None) -> noise.Noise:
     """The noise of the current level, as a comparison with it would weigh it: the spread
-    between the processes of each save, the drift between saves (assumed until learned), and
-    the notch of the latest run's median on each side."""
+    between the processes of each save, the drift between occasions (saves of one hour are
+    one; `ids`: each save's id, which dates it), assumed until learned, and the notch of the
+    latest run's median on each side."""
     within = math.sqrt(2) * metric.within
     drift = rules.drift if metric.unit in noise.SPEED_UNITS else 0.0
-    return noise.estimate(values, counts, [statistics.median(values)], within, drift)
+    return noise.estimate(values, counts, [statistics.median(values)], within, drift,
+                          provenance.occasions_in_time(ids))
 
 
 def detectable(n: noise.Noise, tolerance: float, alpha: float, processes: int) -> float:
@@ -97,7 +99,7 @@ def _base(s: Series, saves: list) -> Stored:
     return replace(s.metric, value=values[-1], history=values,
                    history_saves=[len(save.values) for save in saves], samples=None,
                    relative_history=None, paced_history=None, yardstick=None, accepted=None,
-                   history_save_ids=None)
+                   history_save_ids=[save.id for save in saves] or None)
 
 
 def _latest_save(s: Series) -> tuple[Metric, Replicates]:
@@ -181,7 +183,8 @@ def figures(s: Series, rules: Rules, judged: dict[str, Verdict] | None = None) -
     if values and s.metric.exact:
         found = tolerance
     elif values:
-        n = noise_of(values, counts, s.metric, rules)
+        n = noise_of(values, counts, s.metric, rules,
+                     [save.id for save in s.saves if save.values])
         found = detectable(n, tolerance, rules.alpha, processes)
         noisy = detectable(n, 0.0, rules.alpha, processes)
         if noisy > rules.max_detectable:
