@@ -320,13 +320,33 @@ def test_the_processes_a_blind_spot_needs_are_the_fewest_whose_noise_would_narro
     assert None in found and any(k and k <= 4 for k in found) and any(k and k > 8 for k in found)
 
 
+def test_a_drift_never_narrows_the_change_the_processes_alone_would_hide() -> None:
+    # An assumed 5 % drift beside a spread of 20 % between processes over 4 degrees of
+    # freedom: the pooled degrees of freedom rose, the t quantile fell more than the variance
+    # grew, and a save started levels on moves the processes alone could not tell from noise.
+    alone = noise.Noise(0.2, dof=4, within=0.0, runs_now=1, runs_before=8)
+    assumed = noise.Noise(0.2, dof=4, within=0.0, drift=math.log1p(0.05), runs_now=1,
+                          runs_before=8)
+    assert assumed.threshold(0.01) >= alone.threshold(0.01)
+    rng = random.Random(3)
+    for _ in range(500):
+        between, dof = rng.uniform(0.005, 0.5), rng.randint(1, 12)
+        now, before = rng.randint(1, 5), rng.randint(1, 8)
+        drift, drift_dof = rng.uniform(0.0, 0.3), rng.choice([None, 1, 2, 4, 9])
+        alpha = rng.choice([0.01, 0.001])
+        without = noise.Noise(between, dof, 0.0, runs_now=now, runs_before=before)
+        with_drift = noise.Noise(between, dof, 0.0, drift, drift_dof, rng.randint(1, 6), now,
+                                 before)
+        assert with_drift.threshold(alpha) >= without.threshold(alpha)
+
+
 def test_a_suspicion_one_more_process_could_catch_is_confirmed_though_three_could_not() -> None:
     from pytest_hpml.compare.detectable import confirms
 
     # A drift learned over 2 degrees of freedom beside a small spread between processes: one
     # more process narrows the detectable change, and each after it widens it again, as the
     # degrees of freedom of the whole fall toward the drift's.
-    n = noise.Noise(0.03, dof=1, within=0.0, drift=0.042, drift_dof=2, saves=3, runs_now=1,
+    n = noise.Noise(0.03, dof=2, within=0.0, drift=0.042, drift_dof=2, saves=3, runs_now=1,
                     runs_before=4)
     now = n.mdc(0.05, 0.001)
     detectable = [n.mdc(0.05, 0.001, runs_now=1 + more, extra_dof=more) for more in (1, 2, 3)]

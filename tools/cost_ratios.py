@@ -22,9 +22,11 @@ is the harness's bookkeeping, whose allocations put the collector's pauses in th
 --row-work N makes each row sum N integers instead (5 000: about 0.1 ms here, a small kernel's
 call): what the same bookkeeping costs beside a row that does some work.
 
-With --history N, N saves made on separate occasions before the trials (a team's baseline
-branch, saved on every push to main) are what each measured save adds to and what pytest-hpml's
-compare reads (pytest-benchmark's reads its one saved run, as it has no history).
+With --history N, N saves made before the trials (a team's baseline branch, saved on every
+push to main) are what each measured save adds to and what pytest-hpml's compare reads
+(pytest-benchmark's reads its one saved run, as it has no history). They are made minutes apart,
+so the plugin takes them as one occasion (noise.py): they teach the spread between processes,
+not the drift of the hours between pushes.
 
 With --before REV, each pytest-hpml command also runs with the plugin at git revision REV (a
 worktree put first on PYTHONPATH) in the same trials, taking its turn with the others: what a
@@ -213,7 +215,7 @@ def main() -> None:
         code, _, text = _pytest(folder, setup)
         if code:
             raise SystemExit(f"saving {name}'s baseline failed:\n{text[-3000:]}")
-    for _ in range(args.history):  # saves on separate occasions, as pushes to main make them
+    for _ in range(args.history):  # saves as pushes to main make them (here minutes apart)
         code, _, text = _pytest(folder, [*HPML, "--hpml-save-baseline",
                                          "--hpml-baselines=history"])
         if code:

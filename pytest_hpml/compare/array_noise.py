@@ -116,8 +116,14 @@ class Noises:
             with np.errstate(divide="ignore", invalid="ignore"):
                 effective = np.where(spread > 0, total ** 2 / spread, np.inf)
             p = 1 - alpha
-            threshold = np.array([quantile(p, e) for e in effective.tolist()]) * \
-                np.sqrt(total)
+            # noise.threshold_of's: never below what the processes alone would hide (the
+            # rows' degrees of freedom take a few values: each quantile asked once).
+            dofs, where = np.unique(np.broadcast_to(self.dof + extra_dof, total.shape),
+                                    return_inverse=True)
+            alone = np.array([quantile(p, d) for d in dofs.tolist()])[where]
+            threshold = np.maximum(
+                np.array([quantile(p, e) for e in effective.tolist()]) * np.sqrt(total),
+                alone * np.sqrt(process_var))
         with np.errstate(over="ignore"):
             return np.where(threshold < 700, np.expm1(np.minimum(threshold, 700.0)), np.inf)
 
