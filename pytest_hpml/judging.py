@@ -41,8 +41,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_option(parser, "--hpml-drift", pin=True, rerun=False, type=policy.fraction,
                default=noise.DEFAULT_DRIFT, metavar="FRACTION",
                help="drift of a time or a rate between occasions (the machine's speed an hour "
-                    f"later) assumed until a baseline holds {noise.DRIFT_MIN_SAVES} saves, "
-                    f"from which it is learned ({noise.DEFAULT_DRIFT}; 0: none)")
+                    f"later) assumed until a metric's history holds saves of "
+                    f"{noise.DRIFT_MIN_SAVES} occasions (those of one hour count once), from "
+                    "which it is learned; where the baseline's other metrics learned more "
+                    f"(their median), that is assumed ({noise.DEFAULT_DRIFT}; 0: none)")
     add_option(parser, "--hpml-max-detectable", pin=True, rerun=False, type=policy.fraction,
                default=verdicts.DEFAULT_MAX_DETECTABLE, metavar="FRACTION",
                help="a metric whose detectable change exceeds this is a blind spot, said in "

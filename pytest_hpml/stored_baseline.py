@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpml import environment, rerun
-from pytest_hpml.compare import baselines, engine, settling, suite
+from pytest_hpml.compare import baselines, drift_prior, engine, settling, suite
 from pytest_hpml.compare.advice import Advice, StoredAdvice
 from pytest_hpml.compare.stored import Stored
 from pytest_hpml.compare.verdicts import seeded_basis
@@ -34,9 +34,23 @@ class StoredBaseline(engine.Source):
     def __init__(self, baseline: baselines.Baseline | None, advice: Advice) -> None:
         self.baseline = baseline
         self.advice = advice
+        # The rules with the drift the file's metrics learned, for the file last read and the
+        # run's rules (asked at every test's judgement; worked out once).
+        self._rules: tuple[int, engine.Rules, engine.Rules] | None = None
 
     def stored(self, record_id: str) -> dict[str, Stored]:
         return self.baseline.metrics_for(record_id) if self.baseline else {}
+
+    def rules(self, rules: engine.Rules) -> engine.Rules:
+        """The run's rules, assuming the drift the file's metrics learned where it is more
+        than --hpml-drift (compare/drift_prior.py)."""
+        if self.baseline is None:
+            return rules
+        if self._rules is None or self._rules[0] != id(self.baseline) or \
+                self._rules[1] != rules:
+            self._rules = (id(self.baseline), rules,
+                           drift_prior.of_baseline(rules, self.baseline))
+        return self._rules[2]
 
 
 #: Rows of a test whose judgement (about 50 us a row) hides a good part of the forkserver's

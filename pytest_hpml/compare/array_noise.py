@@ -25,9 +25,9 @@ from pytest_hpml.measure.stats import median_uncertainty
 from pytest_hpml.results import Metric
 
 #: A row's Noise as its fields (Noise(*parts)): between, dof, within, drift, drift_dof, saves,
-#: runs_now, runs_before, pooled_rows, pooled_drift, saves_made, hour_drift.
+#: runs_now, runs_before, pooled_rows, pooled_drift, saves_made, hour_drift, drift_prior.
 NoiseParts = tuple[float | None, int, float, float, int | None, int, int, int, int, bool, int,
-                   bool]
+                   bool, int]
 
 
 def occasions_of(logs: Any, saves: list[int] | None, together: list[int] | None = None
@@ -72,7 +72,8 @@ class Noises:
 
     def __init__(self, between: Any | None, dof: Any, within: Any, drift: Any,
                  drift_dof: int | None, occasions: int, runs_now: int, runs_before: int,
-                 pooled_rows: Any, moved: Any, saves_made: int, hour: Any) -> None:
+                 pooled_rows: Any, moved: Any, saves_made: int, hour: Any,
+                 prior: int = 0) -> None:
         self.between, self.dof, self.within, self.drift = between, dof, within, drift
         # The drift's degrees of freedom: the shape's (None: assumed), a moved row's its
         # family's (pooled_rows - 1), an `hour` row's its saves' (saves_made - 1: the drift
@@ -81,6 +82,7 @@ class Noises:
         self.occasions, self.runs_now, self.runs_before = occasions, runs_now, runs_before
         self.saves_made = saves_made
         self.hour = hour
+        self.prior = prior  # noise.Noise.drift_prior of the rows whose drift is assumed
 
     def parts(self, i: int) -> NoiseParts:
         moved, rows, hour = bool(self.moved[i]), int(self.pooled_rows[i]), bool(self.hour[i])
@@ -88,7 +90,8 @@ class Noises:
                 float(self.within[i]), float(self.drift[i]),
                 rows - 1 if moved else self.saves_made - 1 if hour else self.drift_dof,
                 self.occasions, self.runs_now, self.runs_before, rows, moved, self.saves_made,
-                hour and not moved)
+                hour and not moved,
+                self.prior if self.drift_dof is None and not moved and not hour else 0)
 
     def detectable(self, np: Any, alpha: float, runs_now: int | None = None,
                    extra_dof: int = 0) -> Any:
@@ -132,7 +135,7 @@ class Noises:
         return Noises(None if self.between is None else self.between[rows], self.dof[rows],
                       self.within[rows], self.drift[rows], self.drift_dof, self.occasions,
                       self.runs_now, self.runs_before, self.pooled_rows[rows],
-                      self.moved[rows], self.saves_made, self.hour[rows])
+                      self.moved[rows], self.saves_made, self.hour[rows], self.prior)
 
     def could_catch(self, np: Any, change: Any, tol: Any, alpha: float, extra: int) -> Any:
         """detectable._confirmation_could_catch of each row (`change`, `tol`: the rows'),
@@ -206,4 +209,5 @@ def noise_of(np: Any, logs: Any, saves: tuple[list[int] | None, list[int] | None
         drift = np.where(drifts, shown, drift)
     return Noises(between, dofs, within, drift, drift_dof, occasions_, runs_now, runs_before,
                    np.where(raised | drifts, family.rows, 0), drifts,
-                   len(stored) if len(apart) < len(stored) else 0, hour)
+                   len(stored) if len(apart) < len(stored) else 0, hour,
+                   rules.drift_learned_by)

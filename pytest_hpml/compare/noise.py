@@ -101,6 +101,9 @@ class Noise:
     saves_made: int = 0  # the saves behind `saves` occasions, where some shared one (else 0)
     # The drift is what saves of one occasion showed, above the one assumed (drift_dof: theirs).
     hour_drift: bool = False
+    # The assumed drift is the median of what this many of the baseline's metrics learned
+    # (compare/drift_prior.py); 0: --hpml-drift's.
+    drift_prior: int = 0
 
     @property
     def drift_weight(self) -> float:
@@ -215,7 +218,9 @@ class Noise:
             held = f"{DRIFT_MIN_SAVES} saves, it has {self.saves}" if not self.saves_made else \
                 (f"saves of {DRIFT_MIN_SAVES} occasions, those of one hour counted once; it "
                  f"has {self.saves_made} saves of {self._occasions_held()}")
-            parts.append(f"drift between occasions {pct(self.drift)} assumed (--hpml-drift; "
+            source = "--hpml-drift" if not self.drift_prior else \
+                f"the median of what {self.drift_prior} of the baseline's metrics learned"
+            parts.append(f"drift between occasions {pct(self.drift)} assumed ({source}; "
                          f"learned once the baseline holds {held})")
         return ", ".join(parts)
 
@@ -280,11 +285,12 @@ def _t_quantile(p: float, dof: float) -> float:
 
 
 def estimate(history: list[float], saves: list[int] | None, now: list[float], within: float,
-             drift: float, together: list[int] | None = None) -> Noise:
+             drift: float, together: list[int] | None = None, prior: int = 0) -> Noise:
     """The noise of a series: `history` (stored values, oldest first, grouped by `saves`),
     `now` (this run's processes, one occasion), the combined notch of the two medians, and
     the drift assumed until the history has DRIFT_MIN_SAVES occasions (0: none); `together`:
-    how many consecutive saves each occasion holds (Stored.saves_together; None: one each).
+    how many consecutive saves each occasion holds (Stored.saves_together; None: one each);
+    `prior`: the metrics of the baseline whose median drift `drift` is (0: --hpml-drift's).
     The spread between processes is each save's; the drift, the occasions'."""
     groups = occasions(history, saves)
     stored = [g for g in (logs(g) for g in groups) if g]
@@ -307,7 +313,7 @@ def estimate(history: list[float], saves: list[int] | None, now: list[float], wi
     return Noise(between, dof, within, drift, drift_dof, max(len(apart), 1),
                  max(len(current), 1), max(sum(len(g) for g in stored), 1),
                  saves_made=len(stored) if len(apart) < len(stored) else 0,
-                 hour_drift=hour_drift)
+                 hour_drift=hour_drift, drift_prior=prior if drift_dof is None else 0)
 
 
 def learned_drift(groups: list[list[float]], between: float | None) -> float:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_hpml.compare import baselines, engine, seed
+from pytest_hpml.compare import baselines, drift_prior, engine, seed
 from pytest_hpml.compare.advice import ReportAdvice
 from pytest_hpml.compare.noise import DEFAULT_DRIFT
 from pytest_hpml.compare.stored import Stored
@@ -143,7 +143,8 @@ def judge_all(old: Evidence, new: list[Record], rules: Rules) -> list[Record]:
     """`new`'s records (copies) judged against `old`, and `old`'s rows that `new` lacks as
     rows of `missing` metrics."""
     out = [Record.from_dict(r.to_dict()) for r in new]  # the caller's records stay as they were
-    engine.judge_rows(out, old.stored, rules, advice=old.advice)
+    engine.judge_rows(out, old.stored, drift_prior.of_baseline(rules, old.baseline),
+                      advice=old.advice)
     made = {r.id for r in out}
     for row in old.rows():
         if row.id not in made and old.stored(row.id):

@@ -107,6 +107,9 @@ class Rules:
     # The evidence was measured on this run's occasion, in turns with it (--hpml-compare-ref):
     # its processes' modes are told apart at a narrower gap (compare/modes.py).
     one_occasion: bool = False
+    # The metrics of the baseline whose learned drift (their median) `drift` is, where it is
+    # theirs and not --hpml-drift's (compare/drift_prior.py); 0: --hpml-drift's.
+    drift_learned_by: int = 0
 
     @property
     def mode_gap(self) -> float:
@@ -136,7 +139,8 @@ def _weigh(e: Evidence, current: Metric, base: Stored, tol: float, rules: Rules,
         e.change = relative_change(statistics.median(e.history), statistics.median(now))
         within = math.hypot(median_uncertainty(current.samples or []), base.within)
         drift = rules.drift if current.unit in SPEED_UNITS else 0.0
-        e.noise = estimate(e.history, e.saves, e.now, within, drift, e.saves_together)
+        e.noise = estimate(e.history, e.saves, e.now, within, drift, e.saves_together,
+                           rules.drift_learned_by)
         if family is not None:
             e.noise = family.floor(e.noise, e.label)
         e.mdc = e.noise.mdc(tol, rules.alpha)
