@@ -83,3 +83,20 @@ def test_a_machine_that_drifts_less_than_the_option_keeps_the_option(tmp_path: P
     # Too few metrics learned it to speak for the machine.
     few = _baseline(tmp_path / "few.json", drift_prior.MIN_METRICS - 1)
     assert drift_prior.of_baseline(Rules(), few) == Rules()
+
+
+def test_the_dashboard_weighs_a_new_metric_with_the_drift_its_file_learned(
+        tmp_path: Path) -> None:
+    from pytest_hpml.report.dashboard import series, site
+
+    path = tmp_path / "b.json"
+    _baseline(path, 4)
+    entries = {e.series.record_id: e for e in site._entries(series.read([path], []),
+                                                             Rules())}
+    alone = tmp_path / "alone.json"
+    _baseline(alone, 0)  # the new test's save, with no other metric to learn from
+    lone = site._entries(series.read([alone], []), Rules())
+    assert [e.series.record_id for e in lone] == ["new"]
+    # What a comparison with the new test's level can detect, with the machine's drift and
+    # with --hpml-drift's: wider with the drift the file learned.
+    assert entries["new"].figures.detectable > lone[0].figures.detectable + 0.05

@@ -16,6 +16,7 @@ import math
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import TypeVar
 
 from pytest_hpml.compare.baselines import Baseline
 from pytest_hpml.compare.noise import SPEED_UNITS, estimate
@@ -25,6 +26,7 @@ from pytest_hpml.compare.verdicts import Rules
 #: Rows whose metrics are asked, at most, spread over the file (a 10 000-row sweep's every row
 #: would cost a tenth of a second for a median that a few hundred give).
 SAMPLED_ROWS = 300
+T = TypeVar("T")
 #: Metrics that must have learned their drift before their median is the machine's.
 MIN_METRICS = 3
 
@@ -49,9 +51,13 @@ def sampled(rows: list[str], metrics_for: Callable[[str], dict[str, Stored]]
             ) -> Iterable[Stored]:
     """The metrics of at most SAMPLED_ROWS of `rows`, taken evenly over them (a file's rows
     lie test by test: the first few hundred would be one sweep's)."""
-    step = max(1, math.ceil(len(rows) / SAMPLED_ROWS))
-    for rid in rows[::step]:
+    for rid in spread_over(rows):
         yield from metrics_for(rid).values()
+
+
+def spread_over(items: list[T]) -> list[T]:
+    """At most SAMPLED_ROWS of `items`, taken evenly over them."""
+    return items[::max(1, math.ceil(len(items) / SAMPLED_ROWS))]
 
 
 def with_machine_drift(rules: Rules, metrics: Iterable[Stored]) -> Rules:

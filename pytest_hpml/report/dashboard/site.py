@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pytest_hpml.compare import drift_prior
 from pytest_hpml.report.dashboard import charts, judging, pages, series
 
 MARKER = ".pytest-hpml-dashboard"
@@ -60,12 +61,20 @@ def slug(text: str, key: str) -> str:
 
 def _entries(found: series.Found, rules: judging.Rules) -> list[pages.Entry]:
     out = []
-    judged = judging.save_verdicts(found.series, rules)
+    by_file: dict[Path, list[series.Series]] = {}
     for s in found.series:
-        function = s.test.split("::")[-1][:40]  # the metric's name kept whole in the file's
-        page = "metrics/" + slug(f"{function}-{s.name}", f"{s.test}|{s.name}")
-        out.append(pages.Entry(s, judging.figures(s, rules, judged), page + ".html",
-                               slug(f"{s.row or 'row'}-{s.machine}", s.key)))
+        by_file.setdefault(s.file, []).append(s)
+    for group in by_file.values():
+        # Each file's metrics judged as a comparison with it would: a metric that has not
+        # learned its drift assumes the one the file's metrics learned (compare/drift_prior).
+        file_rules = drift_prior.with_machine_drift(
+            rules, drift_prior.spread_over([s.metric for s in group]))
+        judged = judging.save_verdicts(group, file_rules)
+        for s in group:
+            function = s.test.split("::")[-1][:40]  # the metric's name kept whole in the file's
+            page = "metrics/" + slug(f"{function}-{s.name}", f"{s.test}|{s.name}")
+            out.append(pages.Entry(s, judging.figures(s, file_rules, judged), page + ".html",
+                                   slug(f"{s.row or 'row'}-{s.machine}", s.key)))
     out.sort(key=lambda e: (e.series.lab, e.series.test, e.series.name,
                             series.natural(e.series.row), e.series.machine, e.series.profile))
     return out
