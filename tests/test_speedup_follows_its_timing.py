@@ -9,8 +9,11 @@ from __future__ import annotations
 import pytest
 from hpml_testing import FAST, run_with_json, save_in_processes, verdicts_of
 
-# The reference is a sleep twice as long in the save as in the compare (a file says which):
-# the code under test, a sleep of its own, does not change. Sleeps: load moves them little.
+# The reference is a sleep ten times as long in the save as in the compare (a file says which):
+# the code under test, a sleep of its own, does not change. A busy machine stretches sleeps by
+# milliseconds (an 8 ms sleep read 12 ms in a save's fresh processes beside make test's other
+# worker and a CPU hog, and the halved reference of before hid in that): the tests assert the
+# reference's change and what follows from it, not the verdict of the 2 ms sleep itself.
 SUITE = """
     import time
     from pathlib import Path
@@ -19,7 +22,7 @@ SUITE = """
 
 
     def test_speedup(hpml):
-        reference = hpml.time(time.sleep, 0.004 if FASTER_REFERENCE else 0.008,
+        reference = hpml.time(time.sleep, 0.004 if FASTER_REFERENCE else 0.04,
                               name="reference_time")
         code = hpml.time(time.sleep, 0.002, name="time")
         hpml.record("speedup", reference.median / code.median, better="higher",
@@ -46,16 +49,17 @@ def _save_then_compare(pytester: pytest.Pytester, timing: str) -> dict:
 def test_a_speedup_follows_the_timed_codes_verdict(pytester: pytest.Pytester) -> None:
     seen = _save_then_compare(pytester, "timing=code")
     assert seen["reference_time"] == "improved"  # the reference's change is its own
-    assert seen["speedup"] == seen["time"] == "unchanged", seen
+    # The speedup, ten times lower, follows the code's verdict, whatever the machine made of
+    # the code's sleep.
+    assert seen["speedup"] == seen["time"], seen
     assert seen["basis"].startswith("follows time: ")
-    seen["result"].assert_outcomes(passed=1)
 
 
 def test_a_speedup_judged_on_its_own_takes_the_references_change(
         pytester: pytest.Pytester) -> None:
-    # What the labs did before: the halved reference reads as the code's regression.
+    # What the labs did before: the reference's change reads as the code's regression.
     seen = _save_then_compare(pytester, "")
-    assert seen["speedup"] == "regressed" and seen["time"] == "unchanged", seen
+    assert seen["speedup"] == "regressed", seen
     seen["result"].assert_outcomes(failed=1)
 
 
