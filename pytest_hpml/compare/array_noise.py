@@ -28,6 +28,9 @@ from pytest_hpml.results import Metric
 #: runs_now, runs_before, pooled_rows, pooled_drift, saves_made, hour_drift, drift_prior.
 NoiseParts = tuple[float | None, int, float, float, int | None, int, int, int, int, bool, int,
                    bool, int]
+#: The saves of a shape's stored runs (values each added), and how many consecutive saves each
+#: occasion holds (Stored.saves_together; None: one each).
+Saves = tuple[list[int] | None, list[int] | None]
 
 
 def occasions_of(logs: Any, saves: list[int] | None, together: list[int] | None = None
@@ -161,9 +164,8 @@ def beyond(np: Any, change: Any, mdc: Any) -> Any:
         return (change <= -1) | (np.abs(np.log1p(change)) > np.log1p(mdc))
 
 
-def noise_of(np: Any, logs: Any, saves: tuple[list[int] | None, list[int] | None],
-             now_logs: Any, rows: list[tuple[Any, Metric, Stored]], rules: Rules,
-             family: Family) -> Noises:
+def noise_of(np: Any, logs: Any, saves: Saves, now_logs: Any,
+             rows: list[tuple[Any, Metric, Stored]], rules: Rules, family: Family) -> Noises:
     """Each row's noise (Noises) for rows of one shape: `logs` of their stored runs (rows by
     runs, grouped by `saves`: the values each save added, and the saves each occasion holds),
     `now_logs` of their processes now."""

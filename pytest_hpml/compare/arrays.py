@@ -88,9 +88,6 @@ def _runs(old: Stored) -> list[float]:
 #: Rows of one shape have as many stored runs, grouped by the same saves (and the saves by the
 #: same occasions), and as many processes now: their values make one array each.
 Shape = tuple[int, tuple[int, ...] | None, tuple[int, ...] | None, int]
-#: The saves of a shape's stored runs (values each added), and how many consecutive saves each
-#: occasion holds (Stored.saves_together; None: one each).
-Saves = tuple[list[int] | None, list[int] | None]
 
 
 def _shape(now: Replicates, old: Stored) -> Shape:
@@ -187,7 +184,7 @@ def shares(members: Sequence[Member]) -> dict[tuple[str, str], RowShare]:
 
 
 def _judge_shape(np: Any, members: list[tuple[Row, Replicates]], h: int,
-                 saves: Saves, k: int, asked: Asked
+                 saves: array_noise.Saves, k: int, asked: Asked
                  ) -> dict[tuple[str, str], Verdict]:
     history = np.array([_runs(row[2]) for row, _ in members], dtype=float).reshape(-1, h)
     now = np.array([values.values for _, values in members], dtype=float).reshape(-1, k)
@@ -210,7 +207,7 @@ def _changes(np: Any, before: Any, after: Any) -> Any:
 
 
 def _judge_modal(np: Any, members: list[tuple[Row, Replicates]], found: array_modes.Modes,
-                 values: tuple[Any, Any], saves: Saves, k: int, asked: Asked
+                 values: tuple[Any, Any], saves: array_noise.Saves, k: int, asked: Asked
                  ) -> dict[tuple[str, str], Verdict]:
     """verdicts._judge_modes of the rows whose stored runs hold several modes (`found`: the
     modes of the rows of `members` that hold some, whose `values` are their stored runs and
@@ -234,7 +231,7 @@ def _judge_modal(np: Any, members: list[tuple[Row, Replicates]], found: array_mo
 
 
 def _weighed(np: Any, members: list[tuple[Row, Replicates]], values: tuple[Any, Any],
-             levels: tuple[Any, Any, Any], saves: Saves, k: int, asked: Asked,
+             levels: tuple[Any, Any, Any], saves: array_noise.Saves, k: int, asked: Asked,
              family: Family, notes: list[Callable[[], str]] | None = None
              ) -> dict[tuple[str, str], Verdict]:
     """The verdicts of rows of one shape whose `values` (stored runs, processes now) are
