@@ -158,7 +158,11 @@ def test_a_save_keeps_each_process_relative_to_its_compute_pace(pytester: pytest
     assert stored["history_saves"] == [2, 2]
     assert len(stored["paced_history"]) == len(stored["history"]) == 4
     for value, paced in zip(stored["history"], stored["paced_history"], strict=True):
-        assert 0 < paced and abs(paced * stored["compute_yardstick"] / value - 1) < 5
+        # Relative to its own process's pace: near the latest pace's ratio, within a factor
+        # the machine's moves allow (a CPU hog beside make test put one 8.6 times the other),
+        # far from a value left as measured (the pace is a loop's time, about 1e-5 s here).
+        ratio = paced * stored["compute_yardstick"] / value
+        assert 0 < paced and 0.01 < ratio < 100, (value, paced, stored["compute_yardstick"])
 
 
 def _together(rng: random.Random, paces: list[float], work: float = WORK
