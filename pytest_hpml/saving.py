@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpml import policy, rerun
-from pytest_hpml.compare import baselines, drift_prior, engine, history, save_plan, settling
+from pytest_hpml.compare import baselines, engine, history, save_plan, settling
 from pytest_hpml.machine.fingerprint import fingerprint
 from pytest_hpml.machine.revision import current_commit, tree_is_clean
 from pytest_hpml.policy import positive
@@ -199,7 +199,10 @@ class Save:
         every save (2.6 -> 20 us), which dropped the row's history and made the next
         comparison read the row `improved`; a save of unchanged code that suspects nothing
         runs no process for it."""
-        rules, memo = drift_prior.of_baseline(self.stored.rules, found), engine.FamilyMemo()
+        # The file as the run's judgements read it, where no save rewrote it since: their
+        # rules, worked out once.
+        rules = self.stored.source.rules_against(self.stored.rules, found)
+        memo = engine.FamilyMemo()
         by_test: dict[str, list[Record]] = {}
         for record in records:
             by_test.setdefault(record.test, []).append(record)

@@ -34,9 +34,10 @@ class StoredBaseline(engine.Source):
     def __init__(self, baseline: baselines.Baseline | None, advice: Advice) -> None:
         self.baseline = baseline
         self.advice = advice
-        # The rules with the drift the file's metrics learned, for the file last read and the
-        # run's rules (asked at every test's judgement; worked out once).
-        self._rules: tuple[int, engine.Rules, engine.Rules] | None = None
+        # The rules with the drift a file's metrics learned, for the file and the rules last
+        # asked of (asked at every test's judgement, and by a save's level confirmation
+        # against the same file: worked out once).
+        self._rules: tuple[baselines.Baseline, engine.Rules, engine.Rules] | None = None
 
     def stored(self, record_id: str) -> dict[str, Stored]:
         return self.baseline.metrics_for(record_id) if self.baseline else {}
@@ -44,12 +45,16 @@ class StoredBaseline(engine.Source):
     def rules(self, rules: engine.Rules) -> engine.Rules:
         """The run's rules, assuming the drift the file's metrics learned where it is more
         than --hpml-drift (compare/drift_prior.py)."""
-        if self.baseline is None:
+        return self.rules_against(rules, self.baseline)
+
+    def rules_against(self, rules: engine.Rules, baseline: baselines.Baseline | None
+                      ) -> engine.Rules:
+        """`rules` assuming the drift `baseline`'s metrics learned (drift_prior.of_baseline),
+        kept for the file and the rules last asked of."""
+        if baseline is None:
             return rules
-        if self._rules is None or self._rules[0] != id(self.baseline) or \
-                self._rules[1] != rules:
-            self._rules = (id(self.baseline), rules,
-                           drift_prior.of_baseline(rules, self.baseline))
+        if self._rules is None or self._rules[0] is not baseline or self._rules[1] != rules:
+            self._rules = (baseline, rules, drift_prior.of_baseline(rules, baseline))
         return self._rules[2]
 
 
