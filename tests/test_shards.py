@@ -1,5 +1,5 @@
-"""A suite on several runners (issue 28): a user project of its own, of 24 tests in 3 files,
-run as 3 shards (--hpml-shard=I/3, each into its own folder) and merged with
+"""A suite on several runners (issue 28): a user project of its own (a git repository), of 24
+tests in 3 files, run as 3 shards (--hpml-shard=I/3, each into its own folder) and merged with
 `python -m pytest_hpml merge`, gives the baseline and the verdicts one unsharded run gives."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,20 @@ def _project(pytester: pytest.Pytester) -> Path:
     for leftover in pytester.path.glob("test_*.py"):
         leftover.unlink()
     (pytester.path / "values.json").write_text("{}")
+    (pytester.path / ".gitignore").write_text("/main/\n/whole/\n/shard-*/\n/fresh/\n*.json\n"
+                                              "!values.json\n*.md\n")
+    _commit(pytester.path, "the suite")
     return pytester.path
+
+
+def _commit(root: Path, message: str) -> None:
+    """A commit of the project as it stands: each save then names the code it measured, from a
+    clean tree, as a team's runners check a commit out."""
+    git = ["git", "-c", "user.name=team", "-c", "user.email=team@localhost", "-C", str(root)]
+    if not (root / ".git").exists():
+        subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", message], check=True)
 
 
 def _contents(folder: Path) -> dict[str, Any]:
@@ -62,6 +76,18 @@ def _contents(folder: Path) -> dict[str, Any]:
                                      [(a["before"], a["after"]) for a in m.get("accepted") or []])
                          for m in r["metrics"]}
     return rows
+
+
+def _commits(folder: Path) -> list[str | None]:
+    """The commits a baseline's saves measured, oldest first, each once (shards that save in
+    different seconds are saves of their own, of the same commit)."""
+    saves = json.loads(baseline_file(folder).read_text())["saves"]
+    return list(dict.fromkeys(s["commit"] for s in sorted(saves.values(), key=lambda s: s["on"])))
+
+
+def _head(root: Path, back: str = "") -> str:
+    return subprocess.run(["git", "-C", str(root), "rev-parse", f"HEAD{back}"], check=True,
+                          capture_output=True, text=True).stdout.strip()
 
 
 def _verdicts(report: Path) -> dict[str, dict[str, str]]:
@@ -82,6 +108,7 @@ def test_three_shards_and_a_merge_give_what_one_unsharded_run_gives(
     pytester.runpytest(*RUN, "--hpml-save-baseline", "--hpml-baselines=main").assert_outcomes(
         passed=24)
     (root / "values.json").write_text(json.dumps(CHANGED))
+    _commit(root, "two rows slower, two faster")
     shutil.copytree(root / "main", root / "whole")
     whole = pytester.runpytest(*RUN, "--hpml-compare", "--hpml-save-baseline",
                                "--hpml-baselines=whole", "--hpml-report=whole.json")
@@ -104,6 +131,7 @@ def test_three_shards_and_a_merge_give_what_one_unsharded_run_gives(
     assert "main/" in out and "22 row(s) saved by 3 shard(s)" in out  # not the 2 that failed
     assert "failed the comparison:" in out and "test_tokenizer[1] time: 2.000 -> 4.000 ms" in out
     assert _contents(root / "main") == _contents(root / "whole")
+    assert _commits(root / "main") == _commits(root / "whole") == [_head(root, "~1"), _head(root)]
     improved = _contents(root / "main")["tests/test_matmul.py::test_matmul[5]"]["time"]
     assert improved[4] == [(6e-3, 2e-3)]  # the level the save accepted
     assert _verdicts(root / "merged.json") == _verdicts(root / "whole.json")
