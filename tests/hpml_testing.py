@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -435,3 +436,10 @@ def arrays_from(monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
 
     monkeypatch.setattr(arrays, "ARRAY_ROWS", rows)
     monkeypatch.setattr(arrays, "ARRAY_ROWS_TO_IMPORT", rows)
+
+
+def git(repo: Path, *args: str) -> str:
+    """git in `repo`, with a committer named (a test's machine may have none set); its output.
+    A failing command raises."""
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
+                          cwd=repo, check=True, capture_output=True, text=True).stdout

@@ -5,11 +5,10 @@ measured at REF (a worktree in a temporary folder) and at its working tree, and 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
-from hpml_testing import FAST
+from hpml_testing import FAST, git
 
 BENCH = """
     import os
@@ -24,11 +23,6 @@ BENCH = """
         hpml.record("work_units", mypkg.WORK, better="lower", exact=True)
         hpml.record("seconds", mypkg.WORK * 1e-6, unit="s")  # a measured figure, noise and all
 """
-
-
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
-                   cwd=repo, check=True, capture_output=True)
 
 
 def _package(repo: Path, work: int) -> None:
@@ -47,9 +41,9 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
     (repo / "tests" / "test_bench.py").write_text(
         "\n".join(line[4:] for line in BENCH.splitlines()))
     (repo / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
     monkeypatch.syspath_prepend(str(repo / "src"))
     log = tmp_path_factory.mktemp("processes") / "imported-from.txt"
     monkeypatch.setenv("HPML_TEST_PROCESSES", str(log))
@@ -92,8 +86,7 @@ def test_the_code_at_ref_comes_from_its_worktree_and_is_judged(
     assert again == [here, at_ref, at_ref, here]
     # The worktree was a temporary one: gone after the run, and git forgot it.
     assert not Path(at_ref).exists()
-    listed = subprocess.run(["git", "worktree", "list"], cwd=project, capture_output=True,
-                            text=True, check=True).stdout
+    listed = git(project, "worktree", "list")
     assert len(listed.strip().splitlines()) == 1
     result.stdout.fnmatch_lines(["*--hpml-compare-ref=HEAD: measured against HEAD (*)*"])
 
@@ -150,8 +143,8 @@ def test_the_budget_stops_the_comparison_and_says_so(pytester: pytest.Pytester,
                                                      project: Path) -> None:
     (project / "tests" / "test_more.py").write_text(
         "def test_more(hpml):\n    hpml.record('t', 1.0, unit='s')\n")
-    _git(project, "add", "-A")
-    _git(project, "commit", "-qm", "two files")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "two files")
     result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD",
                             "--hpml-compare-ref-budget=0.001")
     result.assert_outcomes(passed=2)
@@ -191,8 +184,8 @@ def test_xdist_workers_measure_at_the_controllers_worktree(
     (project / "pytest.ini").write_text("[pytest]\ntestpaths = tests\npythonpath = src\n")
     (project / "tests" / "test_more.py").write_text(
         (project / "tests" / "test_bench.py").read_text().replace("test_work", "test_more"))
-    _git(project, "add", "-A")
-    _git(project, "commit", "-qm", "two files")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "two files")
     _package(project, 1000)
     result, verdicts = _run(pytester, "-n", "2", "--hpml-compare-ref=HEAD",
                             "--hpml-compare-ref-all")
@@ -235,8 +228,8 @@ def test_a_ref_that_cannot_be_measured_fails_and_says_why(pytester: pytest.Pytes
     # REF's conftest cannot be imported (issue 27, defect 7): nothing was measured there, which
     # is no reason to call every metric `new` and pass.
     (project / "tests" / "conftest.py").write_text("import a_module_that_is_not_there\n")
-    _git(project, "add", "-A")
-    _git(project, "commit", "-qm", "a broken conftest")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "a broken conftest")
     (project / "tests" / "conftest.py").write_text("")  # fixed in the working tree
     result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD")
     result.assert_outcomes(failed=1)
@@ -256,8 +249,8 @@ def test_a_files_tests_are_measured_at_ref_in_one_process(pytester: pytest.Pytes
         "    with open(os.environ['HPML_TEST_PROCESSES'], 'a') as log:\n"
         "        log.write(f'{os.getpid()}:{mypkg.__file__}\\n')\n"
         "    hpml.record('units', mypkg.WORK + k, better='lower', exact=True)\n")
-    _git(project, "add", "-A")
-    _git(project, "commit", "-qm", "four tests")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "four tests")
     result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD", "tests/test_many.py")
     result.assert_outcomes(passed=4)
     assert {v["outcome"] for v in verdicts.values()} == {"unchanged"}
@@ -308,12 +301,12 @@ def test_one_sides_processes_in_a_slow_mode_are_not_a_regression(
     # in those pairs. A clear regression whose processes spread more than modes do fails at
     # three.
     _package(project, 2000)
-    _git(project, "add", "-A")
+    git(project, "add", "-A")
     (project / "tests" / "test_bench.py").write_text(
         "\n".join(line[4:] for line in MODAL.splitlines()))
     (project / "src" / "mypkg" / "__init__.py").write_text("FACTORS = (1.0,)\n")
-    _git(project, "add", "-A")
-    _git(project, "commit", "-qm", "modes")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "modes")
     (project / "src" / "mypkg" / "__init__.py").write_text(f"FACTORS = {factors!r}\n")
     result, verdicts = _run(pytester, "--hpml-compare-ref=HEAD")
     verdict = verdicts[("test_work", "seconds")]

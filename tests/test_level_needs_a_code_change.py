@@ -10,11 +10,9 @@ confirmed in 3 processes."""
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
-from hpml_testing import FAST, save_in_processes
+from hpml_testing import FAST, git, save_in_processes
 
 #: The modes are sleeps, the code's by construction: no machine's move explains them. Under a
 #: CPU hog the compute pace moved with a 10x sleep and the save held the move back as the
@@ -37,19 +35,14 @@ SUITE = """
 """
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
-                   cwd=repo, check=True, capture_output=True)
-
-
 @pytest.fixture
 def repo(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeini("[pytest]\n")
     pytester.makepyfile(test_nap=SUITE)
     (pytester.path / ".gitignore").write_text("baselines/\n__pycache__/\n")
-    _git(pytester.path, "init", "-q")
-    _git(pytester.path, "add", "-A")
-    _git(pytester.path, "commit", "-q", "-m", "suite")
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-q", "-m", "suite")
     return pytester
 
 
@@ -101,7 +94,7 @@ def test_a_move_after_a_commit_starts_a_new_level(repo: pytest.Pytester) -> None
     _save(repo)
     (repo.path / "test_nap.py").write_text(
         (repo.path / "test_nap.py").read_text().replace("0.002", "0.020"))
-    _git(repo.path, "commit", "-q", "-am", "slower")
+    git(repo.path, "commit", "-q", "-am", "slower")
     second = _save(repo)
     second.stdout.fnmatch_lines(["*1 metric(s) changed beyond what this machine can detect; "
                                  "their history starts at the new level*"])

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hpml_testing import FAST, ROOT
+from hpml_testing import FAST, ROOT, git
 
 #: A save that measures every test in three processes, whatever they cost.
 SAVE3 = ("--hpml-save-baseline", "--hpml-baseline-processes=3", "--hpml-save-budget=all")
@@ -287,11 +287,6 @@ def _side(folder: Path, values: list[float]) -> None:
     (folder / "counter.txt").write_text("")
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
-                   cwd=repo, check=True, capture_output=True)
-
-
 def _time_verdict(report: Path) -> dict:
     return json.loads(report.read_text())["records"][0]["verdicts"]["time"]
 
@@ -305,9 +300,9 @@ def test_the_stored_baseline_the_ref_and_the_command_line_agree(
     (repo / "pytest.ini").write_text("[pytest]\naddopts = -p no:benchmark\n")
     (repo / ".gitignore").write_text("counter.txt\n*.json\nbaselines/\nsaves/\n")
     _side(repo, BASE)
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
     same = ("--hpml-drift=0",)  # one occasion on every path: --hpml-compare-ref has no drift
 
     # The stored baseline: a save of three processes at the base, then a comparison.

@@ -7,13 +7,12 @@ from __future__ import annotations
 import io
 import json
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hpml_testing import FAST, baseline_file
+from hpml_testing import FAST, baseline_file, git
 
 from pytest_hpml import cli
 
@@ -58,11 +57,10 @@ def _project(pytester: pytest.Pytester) -> Path:
 def _commit(root: Path, message: str) -> None:
     """A commit of the project as it stands: each save then names the code it measured, from a
     clean tree, as a team's runners check a commit out."""
-    git = ["git", "-c", "user.name=team", "-c", "user.email=team@localhost", "-C", str(root)]
     if not (root / ".git").exists():
-        subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", message], check=True)
+        git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", message)
 
 
 def _contents(folder: Path) -> dict[str, Any]:
@@ -86,8 +84,7 @@ def _commits(folder: Path) -> list[str | None]:
 
 
 def _head(root: Path, back: str = "") -> str:
-    return subprocess.run(["git", "-C", str(root), "rev-parse", f"HEAD{back}"], check=True,
-                          capture_output=True, text=True).stdout.strip()
+    return git(root, "rev-parse", f"HEAD{back}").strip()
 
 
 def _verdicts(report: Path) -> dict[str, dict[str, str]]:

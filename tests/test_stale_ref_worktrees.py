@@ -11,12 +11,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hpml_testing import git
+
 from pytest_hpml.compare import reference
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
-                          cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
 def _left_by(repo: Path, pid: int | None) -> Path:
@@ -24,7 +21,7 @@ def _left_by(repo: Path, pid: int | None) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="hpml-ref-"))
     if pid is not None:
         (folder / "hpml-owner.pid").write_text(str(pid))  # reference.OWNER
-    _git(repo, "worktree", "add", "--detach", "--quiet", str(folder / repo.name), "HEAD")
+    git(repo, "worktree", "add", "--detach", "--quiet", str(folder / repo.name), "HEAD")
     return folder
 
 
@@ -32,9 +29,9 @@ def test_the_worktrees_of_killed_runs_are_removed_at_start(tmp_path: Path) -> No
     repo = tmp_path / "project"
     repo.mkdir()
     (repo / "a.txt").write_text("a")
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     killed, older, running = (_left_by(repo, dead.pid), _left_by(repo, None),
@@ -42,10 +39,10 @@ def test_the_worktrees_of_killed_runs_are_removed_at_start(tmp_path: Path) -> No
     try:
         worktree = reference.Worktree(reference.resolve("HEAD", repo))
         worktree.remove()
-        listed = _git(repo, "worktree", "list", "--porcelain")
+        listed = git(repo, "worktree", "list", "--porcelain")
         assert str(killed) not in listed and not killed.exists()
         assert str(older) not in listed and not older.exists()
         assert str(running / repo.name) in listed and running.exists()  # a concurrent run's
     finally:
-        _git(repo, "worktree", "remove", "--force", str(running / repo.name))
+        git(repo, "worktree", "remove", "--force", str(running / repo.name))
         shutil.rmtree(running, ignore_errors=True)
