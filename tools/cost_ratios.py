@@ -140,9 +140,10 @@ HPML = ["-p", "no:benchmark"]
 BENCH = ["-p", "no:hpml"]
 
 
-def _pytest(folder: Path, args: list[str], plugin: Path | None = None
-            ) -> tuple[int, float, str]:
-    """One run of pytest in `folder`; `plugin`: a checkout whose pytest_hpml it imports."""
+def timed(folder: Path, args: list[str], plugin: Path | None = None
+          ) -> tuple[int, float, str]:
+    """One `python ARGS` process in `folder`, timed whole: its exit status, seconds and
+    output; `plugin`: a checkout whose pytest_hpml it imports."""
     # Python caches the plugin's compiled modules, as on a user's machine: where
     # PYTHONDONTWRITEBYTECODE is set (as on this project's machines), every process would
     # compile the plugin's sources again (0.2-0.4 s here), a cost neither a user's plain run
@@ -151,10 +152,25 @@ def _pytest(folder: Path, args: list[str], plugin: Path | None = None
     if plugin:
         env["PYTHONPATH"] = str(plugin)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           *args], cwd=folder, capture_output=True, text=True, timeout=3600,
-                          env=env)
+    done = subprocess.run([sys.executable, *args], cwd=folder, capture_output=True, text=True,
+                          timeout=3600, env=env)
     return done.returncode, time.perf_counter() - started, done.stdout + done.stderr
+
+
+def _pytest(folder: Path, args: list[str], plugin: Path | None = None
+            ) -> tuple[int, float, str]:
+    """One run of pytest in `folder` (timed)."""
+    return timed(folder, ["-m", "pytest", "-q", "-p", "no:cacheprovider", *args], plugin)
+
+
+def keep_output(out: Path, name: str, text: str) -> Path:
+    """A failing run's output, kept in <out>/runs/NAME.txt: its verdicts are read afterwards,
+    not lost with the run."""
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    path = runs / f"{name.replace(' ', '_').replace('/', '_')}.txt"
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def project(out: Path, suite: str = SUITE) -> Path:
@@ -248,12 +264,8 @@ def main() -> None:
             seconds[name].append(took)
             failed[name] += code != 0
             kept = ""
-            if code:  # a failing run's verdicts are read afterwards, not lost with the run
-                runs = args.out / "runs"
-                runs.mkdir(exist_ok=True)
-                path = runs / f"{trial + 1:02d}-{name.replace(' ', '_').replace('/', '_')}.txt"
-                path.write_text(text, encoding="utf-8")
-                kept = f" (output kept in {path})"
+            if code:
+                kept = f" (output kept in {keep_output(args.out, f'{trial + 1:02d}-{name}', text)})"
             print(f"trial {trial + 1}/{args.trials} {name:40s} exit {code} in {took:.1f} s"
                   + kept, flush=True)
     # A run of unchanged code that exits non-zero failed a comparison (a false alarm, for the

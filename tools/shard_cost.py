@@ -23,13 +23,12 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from cost_ratios import HPML, ROOT, SUITE, _pytest, project  # tools/ is on sys.path
+# tools/ is on sys.path when this file runs
+from cost_ratios import HPML, ROOT, SUITE, _pytest, keep_output, project, timed
 
 MAIN_JOB = [*HPML, "--hpml-compare", "--hpml-save-baseline"]
 
@@ -50,18 +49,14 @@ def _rows(folder: Path) -> dict[str, list[tuple[str, int]]]:
 def _keep(suite: Path, name: str, code: int, text: str) -> None:
     """A failing step's output, kept in <out>/runs/ to be read afterwards."""
     if code:
-        runs = suite.parent / "runs"
-        runs.mkdir(exist_ok=True)
-        (runs / f"{time.strftime('%H%M%S')}-{name}.txt").write_text(text, encoding="utf-8")
+        keep_output(suite.parent, f"{time.strftime('%H%M%S')}-{name}", text)
 
 
 def _merge(suite: Path, shards: list[Path], into: Path) -> tuple[int, float, str]:
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest_hpml", "merge", *map(str, shards),
-                           "--baselines", str(into), "--report", str(suite / "merged.md"),
-                           "--report", str(suite / "merged.json")],
-                          cwd=suite, capture_output=True, text=True, timeout=600)
-    return done.returncode, time.perf_counter() - started, done.stdout + done.stderr
+    """The merge job, timed as the pytest runs are (a user's process, its bytecode cached)."""
+    return timed(suite, ["-m", "pytest_hpml", "merge", *map(str, shards), "--baselines",
+                         str(into), "--report", str(suite / "merged.md"),
+                         "--report", str(suite / "merged.json")])
 
 
 def trial(suite: Path, shards: int, whole_first: bool) -> dict[str, Any]:
